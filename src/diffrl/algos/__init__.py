@@ -1,0 +1,29 @@
+"""Algorithm registry: name -> factory(config, env_spec) -> Algorithm."""
+from __future__ import annotations
+
+import difflib
+from typing import Callable
+
+
+def _ppo(config, spec):
+    from diffrl.algos.ppo import make_ppo
+
+    return make_ppo(config, spec)
+
+
+def _reppo(config, spec):
+    from diffrl.algos.reppo import make_reppo
+
+    return make_reppo(config, spec)
+
+
+ALGORITHMS: dict[str, Callable] = {
+    "ppo": _ppo,
+    "reppo": _reppo,
+}
+
+
+def close_matches(name: str) -> str:
+    near = difflib.get_close_matches(name, list(ALGORITHMS), n=3, cutoff=0.4)
+    hint = f"did you mean {', '.join(near)}? " if near else ""
+    return f"{hint}available: {', '.join(sorted(ALGORITHMS))}"

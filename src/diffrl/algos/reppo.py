@@ -1,0 +1,151 @@
+"""REPPO: Relative Entropy Pathwise Policy Optimization (Voelcker et al. 2025, arXiv 2507.11019).
+
+On-policy, max-entropy, Q-learning actor-critic with a per-state KL trust region
+(algorithms.md §1). Per minibatch, after the critic step (``soft_critic.critic_step``):
+
+  actor:  l(s) = alpha_sg log pi(a~|s) - Q(s, a~)        if KL(s) < eps   ("clipped" rule)
+                 beta_sg KL(s)                           otherwise
+          with a~ a reparameterised sample of the current policy and KL(s) the policy's
+          estimate of KL(pi_old(.|s) || pi(.|s)), pi_old frozen at the iteration start;
+  duals:  L_alpha = alpha sg(H - H*), L_beta = -beta sg(mean KL - eps)  (trust_region.py).
+
+The algorithm only asks the policy for the :class:`PathwisePolicy` capability, so the
+same code is TruDi when the policy is the DIME diffusion chain (``log_prob`` is then
+DIME's bound and ``trust_region_kl`` the whole-trajectory KL; see algos/__init__.py).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from diffrl.algos.base import Rollout
+from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
+from diffrl.algos.soft_critic import best_of_k, critic_batch, critic_step, soft_targets
+from diffrl.critics.categorical import CategoricalCritic
+from diffrl.envs.base import EnvSpec
+from diffrl.policies import PathwisePolicy, require
+from diffrl.trust_region import actor_loss_per_state, kl_multiplier_loss, temperature_loss
+
+
+@struct.dataclass
+class REPPOState:
+    actor_params: Any
+    critic_params: Any
+    log_alpha: jax.Array
+    log_beta: jax.Array
+    actor_opt: Any
+    critic_opt: Any
+
+
+class REPPO:
+    def __init__(self, config, spec: EnvSpec, policy, name: str = "reppo"):
+        require(policy, PathwisePolicy, name)
+        self.name = name
+        self.config = config
+        self.c = config.reppo
+        self.policy = policy
+        self.critic = CategoricalCritic(config.critic)
+        self.target_entropy = -self.c.target_entropy_mult * spec.action_size
+        self.actor_optimizer = optax.chain(optax.clip_by_global_norm(self.c.max_grad_norm),
+                                           optax.adam(self.c.actor_lr))
+        self.critic_optimizer = optax.chain(optax.clip_by_global_norm(self.c.max_grad_norm),
+                                            optax.adam(self.c.critic_lr))
+
+    @property
+    def samplers(self) -> tuple[str, ...]:
+        return tuple(self.policy.samplers) + ("best-of-k",)
+
+    def init(self, key, spec: EnvSpec) -> REPPOState:
+        key_actor, key_critic = jax.random.split(key)
+        actor = self.policy.init(key_actor, spec.obs_size)
+        critic = self.critic.init(key_critic, jnp.zeros((1, spec.critic_size)), jnp.zeros((1, spec.action_size)))
+        log_alpha = jnp.asarray(math.log(self.c.ent_start), jnp.float32)
+        log_beta = jnp.asarray(math.log(self.c.kl_start), jnp.float32)
+        return REPPOState(actor, critic, log_alpha, log_beta,
+                          self.actor_optimizer.init((actor, log_alpha, log_beta)),
+                          self.critic_optimizer.init(critic))
+
+    def act(self, state: REPPOState, obs, key):
+        return self.policy.sample(state.actor_params, obs, key)
+
+    def q_value(self, critic_params, critic_obs, action):
+        return self.critic.apply(critic_params, critic_obs, action, method=CategoricalCritic.q_value)
+
+    def eval_action(self, state: REPPOState, obs, critic_obs, key, sampler):
+        if sampler == "best-of-k":
+            return best_of_k(lambda o, k: self.policy.sample(state.actor_params, o, k)[0],
+                             lambda co, a: self.q_value(state.critic_params, co, a),
+                             obs, critic_obs, key, self.c.best_of_k)
+        return self.policy.eval_action(state.actor_params, obs, key, sampler)
+
+    # -- update ---------------------------------------------------------------------
+    def actor_loss(self, actor_vars, old_params, critic_params, mb, key):
+        params, log_alpha, log_beta = actor_vars
+        c = self.c
+        key_sample, key_kl = jax.random.split(key)
+        sample = self.policy.rsample(params, mb["obs"], key_sample)
+        q = self.q_value(critic_params, mb["critic_obs"], sample.action)
+        alpha = jnp.exp(log_alpha) if c.learn_alpha else jnp.exp(jax.lax.stop_gradient(log_alpha))
+        value_loss = jax.lax.stop_gradient(alpha) * sample.log_prob - q
+        kl, kl_metrics = self.policy.trust_region_kl(old_params, params, mb["obs"], key_kl)
+        beta = jnp.exp(log_beta)
+        per_state = actor_loss_per_state(value_loss, kl, c.kl_bound, beta, c.actor_loss_mode)
+        loss = jnp.mean(per_state) + kl_multiplier_loss(log_beta, kl, c.kl_bound)
+        if c.learn_alpha:
+            loss = loss + temperature_loss(log_alpha, -sample.dual_log_prob, self.target_entropy)
+        metrics = {
+            "actor/loss": jnp.mean(per_state),
+            "actor/q": jnp.mean(q),
+            "actor/log_prob": jnp.mean(sample.log_prob),
+            "actor/entropy_estimate": -jnp.mean(sample.dual_log_prob),
+            "actor/kl": jnp.mean(kl),
+            "actor/kl_max": jnp.max(kl),
+            "actor/out_of_trust_region": jnp.mean((kl >= c.kl_bound).astype(jnp.float32)),
+            "dual/alpha": alpha,
+            "dual/beta": beta,
+            **{f"actor/{k}": v for k, v in kl_metrics.items()},
+        }
+        return loss, metrics
+
+    def update(self, state: REPPOState, batch: Rollout, key):
+        c = self.c
+        key_targets, key_epochs = jax.random.split(key)
+        alpha = jnp.exp(state.log_alpha)
+
+        def sample_next(obs, k):
+            out = self.policy.rsample(state.actor_params, obs, k)
+            return jax.lax.stop_gradient(out.action), jax.lax.stop_gradient(out.log_prob)
+
+        targets, next_features, target_metrics = soft_targets(
+            sample_next, self.critic, state.critic_params, batch, alpha, c.gamma, c.td_lambda, key_targets)
+        data = flatten_time_batch(critic_batch(batch, targets, next_features))
+        old_params = state.actor_params
+
+        def sgd_step(carry, mb, key_step):
+            actor_vars, critic_params, actor_opt, critic_opt = carry
+            critic_params, critic_opt, critic_metrics = critic_step(
+                self.critic, self.config.critic, self.critic_optimizer, critic_params, critic_opt, mb)
+            (_, actor_metrics), grads = jax.value_and_grad(self.actor_loss, has_aux=True)(
+                actor_vars, old_params, critic_params, mb, key_step)
+            updates, actor_opt = self.actor_optimizer.update(grads, actor_opt, actor_vars)
+            actor_vars = optax.apply_updates(actor_vars, updates)
+            actor_metrics["actor/grad_norm"] = optax.global_norm(grads[0])
+            return (actor_vars, critic_params, actor_opt, critic_opt), {**critic_metrics, **actor_metrics}
+
+        carry = ((state.actor_params, state.log_alpha, state.log_beta), state.critic_params,
+                 state.actor_opt, state.critic_opt)
+        carry, metrics = minibatch_epochs(key_epochs, data, carry, sgd_step, c.num_epochs, c.num_minibatches)
+        (actor, log_alpha, log_beta), critic_params, actor_opt, critic_opt = carry
+        metrics.update(target_metrics)
+        return REPPOState(actor, critic_params, log_alpha, log_beta, actor_opt, critic_opt), metrics
+
+
+def make_reppo(config, spec: EnvSpec) -> REPPO:
+    from diffrl.policies.gaussian import GaussianPolicy
+
+    return REPPO(config, spec, GaussianPolicy(config.gaussian, spec.action_size), name="reppo")

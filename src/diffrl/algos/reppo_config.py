@@ -1,0 +1,65 @@
+"""Settings of the max-entropy, Q-learning actor-critic family (REPPO, TruDi, AMDP).
+
+Defaults follow REPPO's reference ``config/reppo.yaml`` (Voelcker et al. 2025,
+algorithms.md §1.6): KL bound 0.1, initial beta 0.01, initial alpha 0.01, entropy
+target -0.5 * action dim, Adam 3e-4 with global-norm clip 0.5, gamma 0.99, lambda 0.95.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class REPPOConfig:
+    gamma: float = 0.99
+    """Discount factor."""
+    td_lambda: float = 0.95
+    """lambda of the soft TD(lambda) targets."""
+    actor_lr: float = 3e-4
+    """Adam step size of the actor (and of the dual variables log alpha, log beta)."""
+    critic_lr: float = 3e-4
+    """Adam step size of the critic."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip (actor and critic separately)."""
+    num_epochs: int = 4
+    """Passes over each rollout."""
+    num_minibatches: int = 32
+    """Minibatches per epoch; must divide num_envs * num_steps."""
+    kl_bound: float = 0.1
+    """Trust-region radius eps on the per-state KL(old || new)."""
+    kl_start: float = 0.01
+    """Initial KL multiplier beta."""
+    ent_start: float = 0.01
+    """Initial temperature alpha."""
+    target_entropy_mult: float = 0.5
+    """Entropy target H* = -target_entropy_mult * action_dim (in the units of the policy's
+    entropy estimate; DIME-style diffusion bounds use about 4)."""
+    actor_loss_mode: str = "clipped"
+    """Trust-region rule: clipped (states over the bound contribute beta * KL only), full
+    (value/entropy term + beta * KL always) or value (no KL term; ablation)."""
+    learn_alpha: bool = True
+    """Adapt the temperature by dual descent toward the entropy target."""
+    best_of_k: int = 16
+    """Candidates scored by the learned Q in the best-of-k evaluation sampler."""
+
+    def validate(self) -> None:
+        problems = []
+        for name in ("actor_lr", "critic_lr", "max_grad_norm", "kl_bound", "kl_start", "ent_start"):
+            if not getattr(self, name) > 0:
+                problems.append(f"--reppo.{name.replace('_', '-')} must be positive (got {getattr(self, name)})")
+        if not 0 < self.gamma <= 1:
+            problems.append(f"--reppo.gamma must be in (0, 1] (got {self.gamma})")
+        if not 0 <= self.td_lambda <= 1:
+            problems.append(f"--reppo.td-lambda must be in [0, 1] (got {self.td_lambda})")
+        if self.num_epochs < 1 or self.num_minibatches < 1 or self.best_of_k < 1:
+            problems.append("--reppo.num-epochs, --reppo.num-minibatches and --reppo.best-of-k must be >= 1")
+        if self.actor_loss_mode not in ("clipped", "full", "value"):
+            problems.append(f"--reppo.actor-loss-mode must be clipped, full or value (got {self.actor_loss_mode!r})")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def batch_errors(self, batch_size: int) -> list[str]:
+        if self.num_minibatches >= 1 and batch_size % self.num_minibatches:
+            return [f"--reppo.num-minibatches ({self.num_minibatches}) must divide the batch "
+                    f"num_envs * num_steps = {batch_size}"]
+        return []

@@ -1,0 +1,92 @@
+"""The soft Q critic shared by REPPO, TruDi and AMDP.
+
+Per iteration (REPPO, Voelcker et al. 2025, arXiv 2507.11019; algorithms.md §1.1-1.3):
+  1. at every true next state s'_t draw a'_t ~ pi(.|s'_t) with its log-density term
+     l'_t (exact for Gaussians, an upper-bound estimate for diffusion chains);
+  2. V'_t = Q(s'_t, a'_t) and phi(s'_t, a'_t) from the critic at the START of the update;
+  3. soft lambda-returns from r~_t = r_t - gamma alpha (1 - term_t) l'_t (fixed for all epochs);
+  4. each minibatch: one HL-Gauss cross-entropy (+ self-predictive auxiliary) step.
+No target network. The policy is abstracted as ``sample_fn(obs, key) -> (action, log_prob)``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from diffrl.algos.base import Rollout
+from diffrl.critics.categorical import CategoricalCritic, CriticConfig, critic_loss
+from diffrl.returns import soft_lambda_returns, soft_rewards
+
+
+def soft_targets(
+    sample_fn: Callable[[jax.Array, jax.Array], tuple[jax.Array, jax.Array]],
+    critic: CategoricalCritic,
+    critic_params: Any,
+    batch: Rollout,
+    alpha: jax.Array,
+    gamma: float,
+    td_lambda: float,
+    key: jax.Array,
+) -> tuple[jax.Array, jax.Array, dict]:
+    """Returns (targets (T, B), next_features (T, B, h), metrics); all stop-gradient."""
+    next_action, next_log_prob = sample_fn(batch.next_obs, key)
+    out = critic.apply(critic_params, batch.next_critic_obs, next_action)
+    rewards = soft_rewards(batch.reward, next_log_prob, batch.terminated, gamma, alpha)
+    targets = soft_lambda_returns(rewards, out.q_value, batch.terminated, batch.truncated, gamma, td_lambda)
+    metrics = {
+        "critic/target_mean": jnp.mean(targets),
+        "critic/next_q_mean": jnp.mean(out.q_value),
+        "policy/next_log_prob": jnp.mean(next_log_prob),
+    }
+    return jax.lax.stop_gradient(targets), jax.lax.stop_gradient(out.features), metrics
+
+
+def critic_step(
+    critic: CategoricalCritic,
+    config: CriticConfig,
+    optimizer: optax.GradientTransformation,
+    params: Any,
+    opt_state: Any,
+    minibatch: dict,
+) -> tuple[Any, Any, dict]:
+    """One gradient step on a minibatch dict with keys critic_obs (N, o), action (N, d),
+    target (N,), next_features (N, h), reward (N,), terminated (N,)."""
+
+    def loss_fn(p):
+        return critic_loss(critic, p, minibatch["critic_obs"], minibatch["action"], minibatch["target"],
+                           minibatch["next_features"], minibatch["reward"], minibatch["terminated"],
+                           jnp.ones_like(minibatch["target"]), config)
+
+    (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    metrics = {f"critic/{k}": v for k, v in metrics.items()}
+    metrics["critic/grad_norm"] = optax.global_norm(grads)
+    return optax.apply_updates(params, updates), opt_state, metrics
+
+
+def critic_batch(batch: Rollout, targets: jax.Array, next_features: jax.Array) -> dict:
+    """The (T, B, ...) arrays the critic and actor steps read, as one dict."""
+    return {
+        "obs": batch.obs,
+        "critic_obs": batch.critic_obs,
+        "action": batch.action,
+        "target": targets,
+        "next_features": next_features,
+        "reward": batch.reward,
+        "terminated": batch.terminated.astype(jnp.float32),
+    }
+
+
+def best_of_k(sample_fn, q_fn, obs: jax.Array, critic_obs: jax.Array, key: jax.Array, k: int) -> jax.Array:
+    """Best-of-K evaluation sampler: draw K actions per state, keep the argmax of Q.
+
+    sample_fn(obs (K, B, o), key) -> actions (K, B, d); q_fn(critic_obs, actions) -> (K, B).
+    """
+    obs_k = jnp.broadcast_to(obs, (k,) + obs.shape)
+    actions = sample_fn(obs_k, key)
+    q = q_fn(jnp.broadcast_to(critic_obs, (k,) + critic_obs.shape), actions)
+    best = jnp.argmax(q, axis=0)
+    return jnp.take_along_axis(actions, best[None, ..., None], axis=0)[0]

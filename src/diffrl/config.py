@@ -1,0 +1,134 @@
+"""The run configuration: one frozen, typed dataclass exposed as the CLI.
+
+Every field has a docstring (tyro turns them into ``--help``). Algorithm- and
+policy-specific settings live in nested dataclasses (``--ppo.clip-eps``,
+``--gaussian.hidden``...). Derived sizes are properties, and :meth:`TrainConfig.validate`
+rejects bad input with a clear message before anything is compiled.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from diffrl.algos.ppo_config import PPOConfig
+from diffrl.algos.reppo_config import REPPOConfig
+from diffrl.critics.categorical import CriticConfig
+from diffrl.policies.gaussian import GaussianPolicyConfig
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; raised before compilation."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    algo: str = "ppo"
+    """Algorithm: one of `diffrl.algos.ALGORITHMS` (ppo, reppo, trudi, amdp, ...)."""
+    env: str = "playground/CartpoleSwingup"
+    """Environment name, e.g. playground/CartpoleSwingup, brax/ant, gymnax/Pendulum-v1, toy/MirrorGoals."""
+    preset: str | None = None
+    """Named preset of tuned settings (see `diffrl presets`); None picks one by algo and env."""
+    total_env_steps: int = 2_000_000
+    """Environment steps to train for (summed over parallel envs; per seed)."""
+    num_envs: int = 256
+    """Parallel environments per seed."""
+    num_steps: int = 32
+    """Rollout length per environment per iteration (T)."""
+    seed: int = 0
+    """Base random seed; seed i of --num-seeds uses fold_in(PRNGKey(seed), i)."""
+    num_seeds: int = 1
+    """Independent seeds trained together in one program (vmapped)."""
+    out: str | None = None
+    """Run directory; default runs/<env>-<algo>-<timestamp>."""
+    num_evals: int = 10
+    """Evaluations (and log points) over the run; training runs in this many compiled chunks."""
+    eval_envs: int = 32
+    """Parallel episodes per evaluation."""
+    eval_samplers: tuple[str, ...] = ()
+    """Evaluation samplers to report (policy-specific: mean, sde, ode, best-of-k...); empty = the policy's default."""
+    episode_length: int | None = None
+    """Time limit (truncation); None uses the environment's own."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this for learning (returns are reported unscaled)."""
+    normalize_obs: bool = True
+    """Running mean/std observation normalisation (statistics live in the train state)."""
+    obs_clip: float = 10.0
+    """Normalised observations are clipped to +-obs_clip."""
+    env_backend: str = "generalized"
+    """Physics backend for brax/* environments (generalized, positional, spring, mjx)."""
+    check_finite: bool = True
+    """Stop with a report when a loss, gradient or observation becomes NaN/inf."""
+    tensorboard: bool = True
+    """Write TensorBoard event files into the run directory."""
+    wandb: bool = False
+    """Log to Weights & Biases (needs the `wandb` package and a login)."""
+    progress: bool = True
+    """Show a live progress bar."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO settings (used when --algo ppo)."""
+    reppo: REPPOConfig = field(default_factory=REPPOConfig)
+    """Max-entropy actor-critic settings (reppo, trudi, amdp): duals, trust region, SGD."""
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    """Categorical (HL-Gauss) Q critic (reppo, trudi, amdp)."""
+    gaussian: GaussianPolicyConfig = field(default_factory=GaussianPolicyConfig)
+    """Gaussian policy settings (ppo, reppo)."""
+
+    # -- derived sizes -------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        """Transitions per iteration per seed."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return max(1, self.total_env_steps // self.batch_size)
+
+    @property
+    def iterations_per_chunk(self) -> int:
+        return max(1, self.num_iterations // max(1, self.num_evals))
+
+    @property
+    def num_chunks(self) -> int:
+        return max(1, self.num_iterations // self.iterations_per_chunk)
+
+    @property
+    def trained_env_steps(self) -> int:
+        """Env steps actually trained (whole chunks), per seed."""
+        return self.num_chunks * self.iterations_per_chunk * self.batch_size
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+    def validate(self) -> None:
+        """Raise ConfigError listing every problem found."""
+        errors: list[str] = []
+
+        def positive(name: str, value: float) -> None:
+            if not value > 0:
+                errors.append(f"--{name.replace('_', '-')} must be positive (got {value})")
+
+        for name in ("total_env_steps", "num_envs", "num_steps", "num_seeds", "num_evals",
+                     "eval_envs", "reward_scale", "obs_clip"):
+            positive(name, getattr(self, name))
+        if self.episode_length is not None:
+            positive("episode_length", self.episode_length)
+        if self.total_env_steps > 0 and self.num_envs > 0 and self.num_steps > 0:
+            if self.total_env_steps < self.batch_size:
+                errors.append(
+                    f"--total-env-steps ({self.total_env_steps}) is smaller than one iteration "
+                    f"(num_envs * num_steps = {self.batch_size})")
+        if self.env_backend not in ("generalized", "positional", "spring", "mjx"):
+            errors.append(f"--env-backend must be generalized, positional, spring or mjx (got {self.env_backend!r})")
+        for sub in ("ppo", "reppo", "gaussian"):
+            try:
+                getattr(self, sub).validate()
+            except ValueError as e:
+                errors.append(str(e))
+        if self.num_envs > 0 and self.num_steps > 0:
+            if self.algo == "ppo":
+                errors.extend(self.ppo.batch_errors(self.batch_size))
+            elif self.algo in ("reppo", "trudi", "amdp", "amdp-backprop"):
+                errors.extend(self.reppo.batch_errors(self.batch_size))
+        if errors:
+            raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(errors))

@@ -1,0 +1,155 @@
+"""The pure training core: one explicit train state and ``make_train(config) -> train(key)``.
+
+An *iteration* is a rollout of ``num_steps`` steps in ``num_envs`` environments
+(``lax.scan``), an update of the observation normalisers, then the algorithm's
+update. A *chunk* is ``iterations_per_chunk`` iterations in one ``lax.scan``: the
+unit the host loop (``diffrl.core.trainer``) compiles once and calls repeatedly.
+Everything here is pure, so ``train`` can be jitted and vmapped over seeds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from diffrl.algos.base import Algorithm, Rollout
+from diffrl.envs.base import EnvSpec, EnvState
+from diffrl.normalization import RunningStats, init_stats, normalize, update_stats
+
+
+@struct.dataclass
+class TrainState:
+    """All mutable state of one seed: the unit that is jitted, vmapped, checkpointed."""
+
+    algo: Any
+    obs_stats: RunningStats
+    critic_obs_stats: RunningStats
+    env_state: EnvState
+    key: jax.Array
+    iteration: jax.Array  # () int32, completed iterations
+
+
+@dataclass(frozen=True)
+class Components:
+    """The pure pieces a run is made of (all closures over static config)."""
+
+    init: Callable[[jax.Array], TrainState]
+    iteration: Callable[[TrainState], tuple[TrainState, dict]]
+    chunk: Callable[[TrainState], tuple[TrainState, dict]]
+    spec: EnvSpec
+
+
+def normalise_obs(stats: RunningStats, x: jax.Array, enabled: bool, clip: float) -> jax.Array:
+    return normalize(stats, x, clip=clip) if enabled else x
+
+
+def _tree_all_finite(tree) -> jax.Array:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
+              if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+
+
+def make_components(config, env, algo: Algorithm) -> Components:
+    """Build init/iteration/chunk for a batched, wrapped ``env`` (see envs.wrappers.wrap)."""
+    from diffrl.envs.wrappers import randomize_step_counters
+
+    spec: EnvSpec = env.spec
+    num_envs, num_steps = config.num_envs, config.num_steps
+    norm_on, clip = config.normalize_obs, config.obs_clip
+    episode_length = config.episode_length or spec.episode_length
+
+    def init(key: jax.Array) -> TrainState:
+        key, key_algo, key_env, key_counters = jax.random.split(key, 4)
+        env_state = env.reset(jax.random.split(key_env, num_envs))
+        env_state = randomize_step_counters(env_state, key_counters, episode_length)
+        # Statistics start from the first reset batch (REPPO's NormalizeVec).
+        obs_stats = update_stats(init_stats(spec.obs_size), env_state.obs)
+        critic_stats = update_stats(init_stats(spec.critic_size), env_state.critic_obs)
+        return TrainState(
+            algo=algo.init(key_algo, spec),
+            obs_stats=obs_stats,
+            critic_obs_stats=critic_stats,
+            env_state=env_state,
+            key=key,
+            iteration=jnp.zeros((), jnp.int32),
+        )
+
+    def rollout(ts: TrainState, key: jax.Array):
+        def step(env_state: EnvState, key_step):
+            obs = normalise_obs(ts.obs_stats, env_state.obs, norm_on, clip)
+            critic_obs = normalise_obs(ts.critic_obs_stats, env_state.critic_obs, norm_on, clip)
+            action, aux = algo.act(ts.algo, obs, key_step)
+            nxt = env.step(env_state, action)
+            transition = Rollout(
+                obs=obs,
+                critic_obs=critic_obs,
+                action=action,
+                reward=nxt.reward * config.reward_scale,
+                terminated=nxt.terminated,
+                truncated=nxt.truncated,
+                next_obs=normalise_obs(ts.obs_stats, nxt.final_obs, norm_on, clip),
+                next_critic_obs=normalise_obs(ts.critic_obs_stats, nxt.final_critic_obs, norm_on, clip),
+                policy_aux=aux,
+            )
+            episode = (nxt.info["returned_episode"], nxt.info["returned_episode_return"],
+                       nxt.info["returned_episode_length"])
+            raw = (env_state.obs, env_state.critic_obs, nxt.reward)
+            return nxt, (transition, episode, raw)
+
+        env_state, (batch, episode, raw) = jax.lax.scan(
+            step, ts.env_state, jax.random.split(key, num_steps))
+        return env_state, batch, episode, raw
+
+    def iteration(ts: TrainState) -> tuple[TrainState, dict]:
+        key, key_rollout, key_update = jax.random.split(ts.key, 3)
+        env_state, batch, (ended, ep_return, ep_length), (raw_obs, raw_cobs, raw_rew) = rollout(ts, key_rollout)
+        obs_stats, critic_stats = ts.obs_stats, ts.critic_obs_stats
+        if norm_on:
+            obs_stats = update_stats(obs_stats, raw_obs)
+            critic_stats = update_stats(critic_stats, raw_cobs)
+        algo_state, metrics = algo.update(ts.algo, batch, key_update)
+        n_ended = jnp.sum(ended)
+        metrics = dict(metrics)
+        metrics["train/episode_return"] = jnp.sum(jnp.where(ended, ep_return, 0.0)) / jnp.maximum(n_ended, 1)
+        metrics["train/episode_length"] = jnp.sum(jnp.where(ended, ep_length, 0)) / jnp.maximum(n_ended, 1)
+        metrics["train/episodes"] = n_ended.astype(jnp.float32)
+        metrics["train/reward"] = jnp.mean(raw_rew)
+        if config.check_finite:
+            finite = {
+                "observations": _tree_all_finite((raw_obs, raw_cobs)),
+                "rewards": _tree_all_finite(raw_rew),
+                "losses": _tree_all_finite({k: v for k, v in metrics.items()}),
+                "parameters": _tree_all_finite(algo_state),
+            }
+            for where, ok in finite.items():
+                metrics[f"nonfinite/{where}"] = jnp.logical_not(ok).astype(jnp.float32)
+        new = TrainState(algo=algo_state, obs_stats=obs_stats, critic_obs_stats=critic_stats,
+                         env_state=env_state, key=key, iteration=ts.iteration + 1)
+        return new, metrics
+
+    def chunk(ts: TrainState) -> tuple[TrainState, dict]:
+        """``iterations_per_chunk`` iterations; metrics stacked along a leading axis."""
+        return jax.lax.scan(lambda s, _: iteration(s), ts, None, length=config.iterations_per_chunk)
+
+    return Components(init=init, iteration=iteration, chunk=chunk, spec=spec)
+
+
+def make_train(config) -> Callable[[jax.Array], tuple[TrainState, dict]]:
+    """Pure ``train(key) -> (final TrainState, metrics (num_chunks, iters_per_chunk))``.
+
+    Jittable and vmappable over keys (``jax.jit(jax.vmap(make_train(cfg)))(keys)``).
+    The host ``Trainer`` runs the same chunk function with I/O in between.
+    """
+    from diffrl.core.build import build
+
+    env, algo, _ = build(config)
+    comps = make_components(config, env, algo)
+
+    def train(key: jax.Array):
+        ts = comps.init(key)
+        return jax.lax.scan(lambda s, _: comps.chunk(s), ts, None, length=config.num_chunks)
+
+    return train

@@ -1,0 +1,72 @@
+"""Run directories and run records: resolved config, library versions, git commit."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RECORDED_PACKAGES = ("diffrl", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "playground",
+                     "mujoco", "mujoco-mjx", "brax", "gymnax", "numpy", "tyro")
+
+
+def default_run_dir(env: str, algo: str, root: str = "runs") -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path(root) / f"{env.replace('/', '_')}-{algo}-{stamp}"
+
+
+def library_versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in RECORDED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def config_to_dict(config: Any) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write JSON so that a crash never leaves a half-written file."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_run_record(run_dir: Path, config: Any, extra: dict | None = None) -> dict:
+    record = {
+        "config": config_to_dict(config),
+        "versions": library_versions(),
+        "git_commit": git_commit(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": sys.argv,
+    }
+    if extra:
+        record.update(extra)
+    atomic_write_json(Path(run_dir) / "config.json", record)
+    return record
