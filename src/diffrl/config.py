@@ -14,6 +14,7 @@ from typing import Any
 from diffrl.algos.ppo_config import PPOConfig
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
+from diffrl.policies.diffusion import DiffusionPolicyConfig
 from diffrl.policies.gaussian import GaussianPolicyConfig
 
 
@@ -73,6 +74,8 @@ class TrainConfig:
     """Categorical (HL-Gauss) Q critic (reppo, trudi, amdp)."""
     gaussian: GaussianPolicyConfig = field(default_factory=GaussianPolicyConfig)
     """Gaussian policy settings (ppo, reppo)."""
+    diffusion: DiffusionPolicyConfig = field(default_factory=DiffusionPolicyConfig)
+    """DIME diffusion policy settings (trudi)."""
 
     # -- derived sizes -------------------------------------------------------
     @property

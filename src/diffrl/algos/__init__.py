@@ -17,7 +17,16 @@ def _reppo(config, spec):
     return make_reppo(config, spec)
 
 
+def _trudi(config, spec):
+    """TruDi = REPPO's loop with the DIME diffusion actor (trajectory KL, DIME bound)."""
+    from diffrl.algos.reppo import REPPO
+    from diffrl.policies.diffusion import DiffusionPolicy
+
+    return REPPO(config, spec, DiffusionPolicy(config.diffusion, spec.action_size), name="trudi")
+
+
 ALGORITHMS: dict[str, Callable] = {
+    "trudi": _trudi,
     "ppo": _ppo,
     "reppo": _reppo,
 }

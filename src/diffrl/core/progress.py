@@ -38,7 +38,7 @@ class Progress:
             eta = row["walltime"] * (1 - frac) / max(frac, 1e-9)
             self.console.print(f"[diffrl] {row['env_steps']:>12,}/{self.total:,} steps  "
                                f"{row['train/sps']:>10,.0f} SPS  eval return {ret:8.2f}  "
-                               f"elapsed {row['walltime']:6.0f}s  ETA {eta:6.0f}s", soft_wrap=True)
+                               f"elapsed {row['walltime']:6.0f}s  ETA {eta:6.0f}s", soft_wrap=True, markup=False)
 
     def close(self) -> None:
         if self.bar is not None:
