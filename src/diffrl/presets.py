@@ -54,6 +54,53 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def _reppo_dmc(num_steps: int, num_minibatches: int) -> dict[str, Any]:
+    """REPPO's paper settings on Playground DM Control (config/experiment_overrides/mjx_dmc_*)."""
+    return {
+        "total_env_steps": 50_000_000, "num_envs": 1024, "num_steps": num_steps,
+        "reppo.num_minibatches": num_minibatches, "reppo.num_epochs": 8, "reppo.kl_bound": 0.1,
+        "critic.vmin": 0.0, "critic.vmax": 150.0, "critic.hidden": 512, "critic.norm": "rms",
+        "gaussian.hidden": (512, 512, 512), "gaussian.norm": "rms", "num_evals": 20,
+    }
+
+
+def _reppo_humanoid(num_steps: int, num_minibatches: int) -> dict[str, Any]:
+    """REPPO's humanoid settings (mjx_humanoid_*: gamma 0.97, critic 1024, support [-10, 10])."""
+    return {
+        **_reppo_dmc(num_steps, num_minibatches), "reppo.gamma": 0.97, "critic.hidden": 1024,
+        "critic.vmin": -10.0, "critic.vmax": 10.0, "total_env_steps": 100_000_000,
+    }
+
+
+_REPPO_CPU = {
+    # Sized for 2 CPU cores: narrower networks and fewer SGD steps per sample.
+    "num_envs": 128, "num_steps": 32, "reppo.num_minibatches": 8, "reppo.num_epochs": 4,
+    "critic.vmin": 0.0, "critic.vmax": 150.0, "critic.hidden": 256, "critic.norm": "rms",
+    "gaussian.hidden": (256, 256), "gaussian.norm": "rms", "num_evals": 10,
+}
+
+PRESETS.update({
+    "reppo-dmc-small": {"algo": "reppo", **_reppo_dmc(32, 16)},
+    "reppo-dmc-medium": {"algo": "reppo", **_reppo_dmc(64, 32)},
+    "reppo-dmc-large": {"algo": "reppo", **_reppo_dmc(128, 64)},
+    "reppo-humanoid-small": {"algo": "reppo", **_reppo_humanoid(32, 4)},
+    "reppo-humanoid-large": {"algo": "reppo", **_reppo_humanoid(128, 16)},
+    "reppo-dmc-cpu": {"algo": "reppo", "total_env_steps": 1_000_000, **_REPPO_CPU},
+    # gymnax classic control: small nets, many SGD steps per sample (learns Pendulum in ~30k steps).
+    "reppo-gymnax": {
+        "algo": "reppo", "total_env_steps": 50_000, "num_envs": 32, "num_steps": 32,
+        "reppo.num_minibatches": 16, "reppo.num_epochs": 8, "reward_scale": 0.1,
+        "critic.vmin": -200.0, "critic.vmax": 50.0, "critic.hidden": 128,
+        "gaussian.hidden": (64, 64), "num_evals": 5,
+    },
+    "reppo-toy": {
+        "algo": "reppo", "total_env_steps": 100_000, "num_envs": 64, "num_steps": 16,
+        "reppo.num_minibatches": 8, "reppo.num_epochs": 4, "critic.vmin": -50.0, "critic.vmax": 50.0,
+        "critic.hidden": 128, "gaussian.hidden": (64, 64), "num_evals": 5,
+    },
+})
+
+
 def suite(env: str) -> str:
     return env.split("/", 1)[0] if "/" in env else ""
 
@@ -66,6 +113,10 @@ def default_preset(algo: str, env: str) -> str | None:
         ("ppo", "brax"): "ppo-brax",
         ("ppo", "gymnax"): "ppo-gymnax",
         ("ppo", "toy"): "ppo-toy",
+        ("reppo", "playground"): "reppo-dmc-cpu",
+        ("reppo", "brax"): "reppo-dmc-cpu",
+        ("reppo", "gymnax"): "reppo-gymnax",
+        ("reppo", "toy"): "reppo-toy",
     }
     return table.get((algo, s))
 

@@ -1,0 +1,353 @@
+"""Export a trained policy as a small self-contained directory, and load it back as ``act``.
+
+Layout of an export directory::
+
+    policy.json     kind, policy config fields, sizes, sampler, normaliser settings,
+                    format version, library versions, sha256 of the array files, extra
+    params.npz      policy parameters, flattened: "params/MLP_0/Dense_0/kernel" -> array
+    obs_stats.npz   observation normaliser statistics (mean, var, count)
+
+``load_policy(dir)(obs, key)`` maps RAW observations ``(..., obs_size)`` to actions
+``(..., action_size)`` in [-1, 1] (the policy's action space; rescale to the
+simulator's bounds with ``policy.json``'s ``extra`` or the env's ``RescaleAction``).
+The normaliser the policy was trained with (``diffrl.normalization.normalize``) is
+applied inside. Loading needs only numpy, JSON and the policy class: no environment,
+no algorithm, no training code; arrays are read with ``allow_pickle=False``.
+
+The policy object is rebuilt from ``kind`` + config through :data:`POLICY_KINDS`, a
+registry of (module, policy class, config class) names imported lazily, so new policy
+families plug in with :func:`register_policy_kind`. The parameter tree's structure is
+taken from ``jax.eval_shape(policy.init, ...)`` (nothing is computed) and every stored
+array is checked against it by path, shape and dtype.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from diffrl.normalization import RunningStats, normalize
+
+EXPORT_FORMAT = 1
+"""Version of the export layout; loading a different version is refused."""
+
+POLICY_FILE = "policy.json"
+PARAMS_FILE = "params.npz"
+STATS_FILE = "obs_stats.npz"
+
+POLICY_KINDS: dict[str, tuple[str, str, str]] = {
+    "gaussian": ("diffrl.policies.gaussian", "GaussianPolicy", "GaussianPolicyConfig"),
+    "diffusion": ("diffrl.policies.diffusion", "DiffusionPolicy", "DiffusionPolicyConfig"),
+    "adjoint": ("diffrl.policies.adjoint", "AdjointPolicy", "AdjointPolicyConfig"),
+}
+"""kind -> (module, policy class name, config class name); the policy is built as
+``Policy(Config(**fields), action_size)``."""
+
+
+class ExportError(RuntimeError):
+    """An export directory cannot be loaded (other format, corrupt, unknown kind)."""
+
+
+def register_policy_kind(kind: str, module: str, policy_class: str, config_class: str) -> None:
+    """Make ``kind`` exportable/loadable; the module is imported only when needed."""
+    POLICY_KINDS[kind] = (module, policy_class, config_class)
+
+
+def _kind_classes(kind: str) -> tuple[type, type]:
+    if kind not in POLICY_KINDS:
+        raise ExportError(f"unknown policy kind {kind!r}; known: {', '.join(POLICY_KINDS)} "
+                          "(add one with diffrl.export.register_policy_kind)")
+    module, policy_name, config_name = POLICY_KINDS[kind]
+    mod = importlib.import_module(module)
+    return getattr(mod, policy_name), getattr(mod, config_name)
+
+
+def policy_kind_of(policy: Any) -> str:
+    """The registered kind whose policy class is ``type(policy)`` (no imports needed)."""
+    cls = type(policy)
+    for kind, (module, policy_name, _) in POLICY_KINDS.items():
+        if cls.__module__ == module and cls.__name__ == policy_name:
+            return kind
+    raise ExportError(f"{cls.__module__}.{cls.__name__} is not a registered policy kind "
+                      f"({', '.join(POLICY_KINDS)}); use diffrl.export.register_policy_kind")
+
+
+# ----------------------------------------------------------------------------- config <-> JSON
+def _config_to_json(config: Any) -> dict:
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise TypeError(f"policy_config must be a dataclass instance, got {type(config).__name__}")
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _to_tuples(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_to_tuples(v) for v in value)
+    return value
+
+
+def config_from_json(config_class: type, fields: dict) -> Any:
+    """Rebuild a frozen config dataclass: JSON lists become tuples, nested dataclass
+    fields are rebuilt from their default's type; unknown fields are refused."""
+    known = {f.name: f for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(fields) - set(known))
+    if unknown:
+        raise ExportError(f"{config_class.__name__} has no field(s) {', '.join(unknown)}: the "
+                          "export was written by a different version of the policy")
+    kwargs = {}
+    for name, value in fields.items():
+        default = _field_default(known[name])
+        if dataclasses.is_dataclass(default) and isinstance(value, dict):
+            kwargs[name] = config_from_json(type(default), value)
+        else:
+            kwargs[name] = _to_tuples(value)
+    return config_class(**kwargs)
+
+
+# ----------------------------------------------------------------------------- params <-> flat
+def _path_name(path) -> str:
+    parts = []
+    for k in path:
+        if isinstance(k, jax.tree_util.DictKey):
+            parts.append(str(k.key))
+        elif isinstance(k, jax.tree_util.GetAttrKey):
+            parts.append(k.name)
+        elif isinstance(k, jax.tree_util.SequenceKey):
+            parts.append(str(k.idx))
+        else:
+            parts.append(str(k))
+    return "/".join(parts)
+
+
+def flatten_params(params: Any) -> dict[str, np.ndarray]:
+    """Pytree -> {"a/b/c": np.ndarray} keyed by the leaves' paths."""
+    flat = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        name = _path_name(path)
+        if name in flat:
+            raise ValueError(f"two parameters share the path name {name!r}")
+        flat[name] = np.asarray(leaf)
+    return flat
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------- export
+def export_policy(
+    out_dir: str | Path,
+    policy_kind: str,
+    policy_config: Any,
+    action_size: int,
+    obs_size: int,
+    params: Any,
+    obs_stats: RunningStats | None,
+    normalize_obs: bool,
+    obs_clip: float,
+    sampler: str,
+    extra: dict | None = None,
+) -> Path:
+    """Write the export directory ``out_dir`` (created if needed) and return it.
+
+    Args:
+      policy_kind: a key of :data:`POLICY_KINDS` ("gaussian", "diffusion", "adjoint").
+      policy_config: the policy's config dataclass.
+      params: parameters of ONE seed (no seeds axis).
+      obs_stats: the actor observation statistics (one seed); may be None when
+        ``normalize_obs`` is False.
+      normalize_obs, obs_clip: as in ``TrainConfig``; the exported ``act`` applies them.
+      sampler: default evaluation sampler (must be one of the policy's ``samplers``).
+      extra: JSON-able facts stored verbatim (env name, action bounds, eval return...).
+    """
+    policy_class, config_class = _kind_classes(policy_kind)
+    if not isinstance(policy_config, config_class):
+        raise TypeError(f"policy kind {policy_kind!r} needs a {config_class.__name__}, "
+                        f"got {type(policy_config).__name__}")
+    policy = policy_class(policy_config, int(action_size))
+    if sampler not in policy.samplers:
+        raise ValueError(f"sampler {sampler!r} is not one of {policy_kind}'s {policy.samplers}")
+    template = _param_shapes(policy, int(obs_size))
+    _check_params(flatten_params(params), template, "params to export")
+    if normalize_obs and obs_stats is None:
+        raise ValueError("normalize_obs=True needs obs_stats")
+
+    from diffrl.core.run_dir import library_versions
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {PARAMS_FILE: _npz_bytes(flatten_params(params))}
+    if obs_stats is not None:
+        stats = {k: np.asarray(getattr(obs_stats, k), np.float32) for k in ("mean", "var", "count")}
+        if stats["mean"].shape != (obs_size,):
+            raise ValueError(f"obs_stats.mean has shape {stats['mean'].shape}, expected ({obs_size},) "
+                             "(pass ONE seed's statistics)")
+        files[STATS_FILE] = _npz_bytes(stats)
+    for name, data in files.items():
+        _write_bytes(out / name, data)
+    record = {
+        "format": EXPORT_FORMAT,
+        "kind": policy_kind,
+        "config": _config_to_json(policy_config),
+        "action_size": int(action_size),
+        "obs_size": int(obs_size),
+        "sampler": sampler,
+        "samplers": list(policy.samplers),
+        "normalizer": {"enabled": bool(normalize_obs), "clip": float(obs_clip), "eps": 1e-8},
+        "action_space": "[-1, 1] (the policy's; rescale to the simulator's bounds)",
+        "files": {name: _sha256(data) for name, data in files.items()},
+        "versions": library_versions(),
+        "extra": json.loads(json.dumps(extra or {}, default=str)),
+    }
+    _write_bytes(out / POLICY_FILE, json.dumps(record, indent=2).encode())  # last: marks completion
+    return out
+
+
+POLICY_PARAM_FIELDS = ("policy_params", "actor_params")
+"""Names under which algorithm states keep the policy parameters (PPO, REPPO family)."""
+
+
+def export_from_train_state(
+    out_dir: str | Path,
+    algo: Any,
+    train_state: Any,
+    config: Any,
+    seed: int = 0,
+    sampler: str | None = None,
+    extra: dict | None = None,
+) -> Path:
+    """Export seed ``seed`` of a trainer's (seeds-batched) train state.
+
+    ``algo`` is the algorithm object (``algo.policy``), ``train_state`` has ``.algo``
+    (with one of :data:`POLICY_PARAM_FIELDS`) and ``.obs_stats``, every leaf with a
+    leading seeds axis; ``config`` is the ``TrainConfig`` (normaliser settings, env).
+    ``sampler`` defaults to the policy's first; algorithm-level samplers such as
+    best-of-k (they need a critic) are not exportable.
+    """
+    policy = algo.policy
+    field = next((f for f in POLICY_PARAM_FIELDS if hasattr(train_state.algo, f)), None)
+    if field is None:
+        raise ExportError(f"{type(train_state.algo).__name__} has none of {POLICY_PARAM_FIELDS}")
+    one_seed = lambda tree: jax.tree.map(lambda x: x[seed], tree)  # noqa: E731
+    params = one_seed(getattr(train_state.algo, field))
+    stats = one_seed(train_state.obs_stats)
+    sampler = sampler or policy.samplers[0]
+    return export_policy(
+        out_dir, policy_kind_of(policy), policy.config, policy.action_size,
+        int(stats.mean.shape[-1]), params, stats, config.normalize_obs, config.obs_clip, sampler,
+        {"env": config.env, "algo": config.algo, "seed": seed, "env_backend": config.env_backend,
+         "episode_length": config.episode_length, **(extra or {})})
+
+
+def _param_shapes(policy: Any, obs_size: int) -> Any:
+    """Structure, shapes and dtypes of ``policy.init`` (traced, nothing computed)."""
+    return jax.eval_shape(lambda key: policy.init(key, obs_size), jax.random.PRNGKey(0))
+
+
+def _check_params(flat: dict[str, np.ndarray], template: Any, what: str) -> None:
+    want = {name: (tuple(s.shape), np.dtype(s.dtype)) for name, s in
+            ((_path_name(p), leaf) for p, leaf in jax.tree_util.tree_flatten_with_path(template)[0])}
+    missing, extra_names = sorted(set(want) - set(flat)), sorted(set(flat) - set(want))
+    bad = [f"{n}: {flat[n].dtype}{flat[n].shape}, expected {want[n][1]}{want[n][0]}"
+           for n in sorted(set(want) & set(flat)) if (flat[n].shape, flat[n].dtype) != want[n]]
+    if missing or extra_names or bad:
+        lines = ([f"missing {n}" for n in missing] + [f"unexpected {n}" for n in extra_names] + bad)
+        raise ExportError(f"{what} do not match the policy built from the config:\n  "
+                          + "\n  ".join(lines[:8]))
+
+
+# ----------------------------------------------------------------------------- load
+def read_policy_info(export_dir: str | Path) -> dict:
+    """The parsed ``policy.json`` (format checked)."""
+    path = Path(export_dir) / POLICY_FILE
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ExportError(f"cannot read {path} ({e})") from e
+    if info.get("format") != EXPORT_FORMAT:
+        raise ExportError(
+            f"{path} has export format version {info.get('format')!r}; this diffrl reads "
+            f"format {EXPORT_FORMAT}. Load it with the diffrl version that wrote it "
+            f"({info.get('versions', {}).get('diffrl', 'unknown')}).")
+    return info
+
+
+def _load_npz(export_dir: Path, name: str, sha: str) -> dict[str, np.ndarray]:
+    data = (export_dir / name).read_bytes()
+    if _sha256(data) != sha:
+        raise ExportError(f"{export_dir / name} does not match its checksum in {POLICY_FILE} "
+                          "(truncated or modified)")
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
+    """``act(obs, key) -> action`` from an export directory (jittable, vmappable).
+
+    obs: (..., obs_size) RAW observations; key: one PRNG key; action: (..., action_size)
+    in [-1, 1]. ``sampler`` overrides the stored default. The returned function carries
+    ``act.info`` (policy.json), ``act.policy``, ``act.params``, ``act.obs_stats`` and
+    ``act.sampler``.
+    """
+    export_dir = Path(export_dir)
+    info = read_policy_info(export_dir)
+    policy_class, config_class = _kind_classes(info["kind"])
+    config = config_from_json(config_class, info["config"])
+    policy = policy_class(config, int(info["action_size"]))
+    sampler = info["sampler"] if sampler is None else sampler
+    if sampler not in policy.samplers:
+        raise ValueError(f"sampler {sampler!r} is not one of {info['kind']}'s {policy.samplers}")
+
+    flat = _load_npz(export_dir, PARAMS_FILE, info["files"][PARAMS_FILE])
+    template = _param_shapes(policy, int(info["obs_size"]))
+    _check_params(flat, template, f"arrays in {export_dir / PARAMS_FILE}")
+    paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+    params = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(flat[_path_name(p)]) for p, _ in paths])
+
+    norm = info["normalizer"]
+    stats = None
+    if norm["enabled"]:
+        s = _load_npz(export_dir, STATS_FILE, info["files"][STATS_FILE])
+        stats = RunningStats(mean=jnp.asarray(s["mean"]), var=jnp.asarray(s["var"]),
+                             count=jnp.asarray(s["count"]))
+    clip, eps = float(norm["clip"]), float(norm["eps"])
+
+    def act(obs: jax.Array, key: jax.Array) -> jax.Array:
+        obs = jnp.asarray(obs, jnp.float32)
+        if stats is not None:
+            obs = normalize(stats, obs, clip=clip, eps=eps)
+        return policy.eval_action(params, obs, key, sampler)
+
+    act.info, act.policy, act.params, act.obs_stats, act.sampler = info, policy, params, stats, sampler
+    return act

@@ -1,0 +1,237 @@
+"""DIME diffusion policy with a whole-trajectory trust region (TruDi's actor).
+
+TruDi (Le et al. 2026, arXiv 2606.15260) = REPPO with the DIME diffusion actor (Celik et al.
+2025, arXiv 2502.02316) and the per-state KL measured on the whole denoising path. The chain
+math (eqs. E1-E9) lives in :mod:`diffrl.policies.dis_chain`; this module binds it to a
+:class:`~diffrl.nets.control.ControlNet` f_theta(x, s, n) (integer step index n as time,
+near-zero output at init, so the initial policy is the Langevin chain towards p0) and to the
+learned step sizes, and implements :class:`~diffrl.policies.base.PathwisePolicy`.
+
+* ``rsample``: reparameterised chain; ``log_prob`` = DIME's ell (E7), an estimate of an
+  upper bound on log pi(a|s); ``dual_log_prob`` = its running-cost part (ell - log p0(x_0),
+  what the reference temperature dual uses) or ell itself (``dual_uses="full"``).
+* ``trust_region_kl``: trajectory KL(old || new) (E8) along K old chains, closed form (E9,
+  with log-variance terms when dt / friction are learned) or the sampled log-ratio.
+* ``eval_action`` samplers: "sde" (the acting chain), "ode" (the probability-flow ODE
+  derived in :func:`dis_chain.probability_flow_ode`), "ode-c" (the reference deterministic
+  chain with control scale ``ode_coef``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from diffrl.nets.control import ControlNet
+from diffrl.policies import dis_chain
+from diffrl.policies.base import Params, PathwiseSample
+
+KL_ESTIMATORS = ("closed_form", "sampled")
+DUAL_USES = ("running_cost", "full")
+
+
+@dataclass(frozen=True)
+class DiffusionPolicyConfig:
+    num_steps: int = 8
+    """N denoising steps (TruDi/REPPO-DIME 8; DIME 16)."""
+    sigma0: float = 2.5
+    """Standard deviation of the prior p0 = N(0, sigma0^2 I) (not learned)."""
+    hidden: tuple[int, ...] = (256, 256, 256)
+    """Hidden widths of the control network's main MLP."""
+    act: str = "gelu"
+    """Activation of the control network."""
+    norm: str = "none"
+    """Normalisation in the control MLP: 'none' (reference), 'layer' or 'rms'."""
+    num_frequencies: int = 32
+    """Fourier time frequencies of the control network (reference 32)."""
+    time_dim: int = 16
+    """Time-embedding width (reference 32 -> 16)."""
+    output_scale: float = 1e-8
+    """Scale of the control net's output-kernel init (f ~ 0 at init)."""
+    squash: str = "tanh"
+    """Squashing a = tanh(x_N) ('tanh', reference) or erf(k x_N) ('erf')."""
+    erf_scale: float | None = None
+    """k of the erf squash; None -> 1/(sqrt(2) sigma0), which maps p0 exactly to U(-1, 1)."""
+    friction_init: float = 1.0
+    """Initial friction; sigma^2 = 1/friction per action dim."""
+    learn_friction: bool = True
+    """Learn the per-dim friction (softplus-parameterised), as the reference does."""
+    dt_init: float | None = None
+    """Base step dt (multiplied by the cosine schedule); None -> 1/num_steps (REPPO-DIME 0.125)."""
+    learn_dt: bool = False
+    """Learn dt (softplus-parameterised); reference REPPO-DIME default False (DIME: True)."""
+    per_step_dt: bool = False
+    """With learn_dt, one learned dt per step instead of one scalar."""
+    schedule_s: float = 0.008
+    """Offset s of the cosine dt schedule."""
+    schedule_min: float = 0.001
+    """Floor m of the cosine dt schedule."""
+    kl_estimator: str = "closed_form"
+    """Trust-region KL returned: 'closed_form' per-step Gaussian KL or 'sampled' log-ratio."""
+    kl_samples: int = 4
+    """K old-policy paths per state for the trajectory KL (reference JAX 4)."""
+    ode_coef: float = 1.0
+    """Control scale c of the 'ode-c' sampler (reference shipped 1.0)."""
+    dual_uses: str = "running_cost"
+    """dual_log_prob: 'running_cost' (ell - log p0(x_0), reference) or 'full' (ell)."""
+
+    def __post_init__(self):
+        if self.squash not in dis_chain.SQUASHES:
+            raise ValueError(f"squash must be one of {dis_chain.SQUASHES}, got '{self.squash}'")
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got '{self.kl_estimator}'")
+        if self.dual_uses not in DUAL_USES:
+            raise ValueError(f"dual_uses must be one of {DUAL_USES}, got '{self.dual_uses}'")
+        if self.num_steps < 1 or self.kl_samples < 1:
+            raise ValueError("num_steps and kl_samples must be >= 1")
+        if self.sigma0 <= 0 or self.friction_init <= 0 or (self.dt_init is not None and self.dt_init <= 0):
+            raise ValueError("sigma0, friction_init and dt_init must be > 0")
+
+
+@struct.dataclass
+class DiffusionAux:
+    """What ``sample`` returns besides the action (stop-gradient; leading axes as obs).
+
+    noise: (..., N + 1, d) the chain's standard-normal draws (row 0 -> x_0), enough to
+      replay the path exactly (:meth:`DiffusionPolicy.replay`); step axis second to last so
+      rollouts can stack and shuffle leading (T, B) axes.
+    x_final: (..., d) pre-squash x_N.  log_prob, dual_log_prob: (...,) as in rsample.
+    """
+
+    noise: jax.Array
+    x_final: jax.Array
+    log_prob: jax.Array
+    dual_log_prob: jax.Array
+
+
+def _softplus_inverse(y: float) -> float:
+    return y + math.log(-math.expm1(-y))
+
+
+class DiffusionPolicy:
+    """DIME chain policy implementing ``PathwisePolicy``. Params: {'control', ['dt_raw'], ['friction_raw']}.
+
+    Only learned step-size parameters are stored (softplus pre-activations), so optimisers
+    never touch constants.
+    """
+
+    samplers = ("sde", "ode", "ode-c")
+
+    def __init__(self, config: DiffusionPolicyConfig, action_size: int):
+        self.config = config
+        self.action_size = action_size
+        self.net = ControlNet(
+            action_size=action_size,
+            hidden=tuple(config.hidden),
+            act=config.act,
+            norm=config.norm,
+            num_frequencies=config.num_frequencies,
+            time_dim=config.time_dim,
+            output_scale=config.output_scale,
+        )
+        self.dt_init = config.dt_init if config.dt_init is not None else 1.0 / config.num_steps
+        self.erf_scale = config.erf_scale if config.erf_scale is not None else 1.0 / (math.sqrt(2.0) * config.sigma0)
+        self.schedule = dis_chain.cosine_schedule(config.num_steps, config.schedule_s, config.schedule_min)
+
+    # ---------------------------------------------------------------- parameters
+    def init(self, key: jax.Array, obs_size: int) -> Params:
+        d = self.action_size
+        params = {"control": self.net.init(key, jnp.zeros((1, d)), jnp.zeros((1, obs_size)), jnp.zeros((1,)))}
+        if self.config.learn_dt:
+            shape = (self.config.num_steps,) if self.config.per_step_dt else ()
+            params["dt_raw"] = jnp.full(shape, _softplus_inverse(self.dt_init), jnp.float32)
+        if self.config.learn_friction:
+            params["friction_raw"] = jnp.full((d,), _softplus_inverse(self.config.friction_init), jnp.float32)
+        return params
+
+    def step_sizes(self, params: Params) -> jax.Array:
+        """(N, d) eta_n = dt_n sigma^2, eq. (E2)."""
+        dt = jax.nn.softplus(params["dt_raw"]) if "dt_raw" in params else jnp.float32(self.dt_init)
+        if "friction_raw" in params:
+            friction = jax.nn.softplus(params["friction_raw"])
+        else:
+            friction = jnp.full((self.action_size,), self.config.friction_init, jnp.float32)
+        return dis_chain.step_sizes(dt, friction, self.schedule)
+
+    def diagnostics(self, params: Params) -> dict:
+        """Scalar summaries of the learned step sizes for logging."""
+        eta = self.step_sizes(params)
+        return {"eta_total_mean": jnp.mean(jnp.sum(eta, axis=0)), "eta_last_mean": jnp.mean(eta[-1])}
+
+    def _control_fn(self, params: Params, obs: jax.Array) -> dis_chain.ControlFn:
+        return lambda x, n: self.net.apply(params["control"], x, obs, n)
+
+    # ---------------------------------------------------------------- sampling
+    def _squash(self, x: jax.Array) -> jax.Array:
+        return dis_chain.squash(x, self.config.squash, self.erf_scale)
+
+    def _run(self, params: Params, obs: jax.Array, noise: jax.Array) -> tuple[PathwiseSample, jax.Array]:
+        """Chain from noise (N + 1, ..., d): (PathwiseSample, pre-squash x_N)."""
+        cfg = self.config
+        chain = dis_chain.sample_chain(self._control_fn(params, obs), self.step_sizes(params), cfg.sigma0, noise)
+        ell, running_cost = dis_chain.pseudo_log_prob(chain, cfg.sigma0, cfg.squash, self.erf_scale)
+        dual = running_cost if cfg.dual_uses == "running_cost" else ell
+        sample = PathwiseSample(action=self._squash(chain.x_final), log_prob=ell, dual_log_prob=dual)
+        return sample, chain.x_final
+
+    def _noise(self, key: jax.Array, batch_shape: tuple[int, ...]) -> jax.Array:
+        return dis_chain.draw_noise(key, self.config.num_steps, batch_shape, self.action_size)
+
+    def rsample(self, params: Params, obs: jax.Array, key: jax.Array) -> PathwiseSample:
+        """Reparameterised chain sample; all fields differentiable w.r.t. params (E4, E7)."""
+        return self._run(params, obs, self._noise(key, obs.shape[:-1]))[0]
+
+    def sample(self, params: Params, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, DiffusionAux]:
+        """Acting: (action (..., d), DiffusionAux), stop-gradient."""
+        noise = self._noise(key, obs.shape[:-1])
+        out, x_final = self._run(params, obs, noise)
+        aux = DiffusionAux(jnp.moveaxis(noise, 0, -2), x_final, out.log_prob, out.dual_log_prob)
+        return jax.lax.stop_gradient((out.action, aux))
+
+    def replay(self, params: Params, obs: jax.Array, aux: DiffusionAux) -> PathwiseSample:
+        """Re-run the chain of a stored sample's noise under ``params`` (differentiable).
+
+        Under the params that produced ``aux`` this reproduces its action and ell exactly.
+        """
+        return self._run(params, obs, jnp.moveaxis(aux.noise, -2, 0))[0]
+
+    def eval_action(self, params: Params, obs: jax.Array, key: jax.Array, sampler: str) -> jax.Array:
+        """(..., d) evaluation action: 'sde', 'ode' (probability flow) or 'ode-c' (reference)."""
+        cfg = self.config
+        if sampler == "sde":
+            return jax.lax.stop_gradient(self.rsample(params, obs, key).action)
+        if sampler not in self.samplers:
+            raise ValueError(f"unknown sampler '{sampler}'; choose from {self.samplers}")
+        x0 = cfg.sigma0 * jax.random.normal(key, (*obs.shape[:-1], self.action_size), jnp.float32)
+        control_fn, eta = self._control_fn(params, obs), self.step_sizes(params)
+        if sampler == "ode":
+            x_final = dis_chain.probability_flow_ode(control_fn, eta, x0)
+        else:
+            x_final = dis_chain.prior_guided_ode(control_fn, eta, cfg.sigma0, x0, cfg.ode_coef)
+        return jax.lax.stop_gradient(self._squash(x_final))
+
+    # ---------------------------------------------------------------- trust region
+    def trust_region_kl(
+        self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, dict]:
+        """(...,) trajectory KL(old || new), eq. (E8), averaged over K old paths per state.
+
+        Differentiable w.r.t. ``params`` only. Metrics log both estimators' means.
+        """
+        cfg = self.config
+        old_params = jax.lax.stop_gradient(old_params)
+        noise = self._noise(key, (cfg.kl_samples, *obs.shape[:-1]))
+        closed, sampled = dis_chain.trajectory_kl(
+            self._control_fn(old_params, obs),
+            self._control_fn(params, obs),
+            self.step_sizes(old_params),
+            self.step_sizes(params),
+            cfg.sigma0,
+            noise,
+        )
+        closed, sampled = jnp.mean(closed, axis=0), jnp.mean(sampled, axis=0)
+        metrics = jax.lax.stop_gradient({"kl_closed_form": jnp.mean(closed), "kl_sampled": jnp.mean(sampled)})
+        return (closed if cfg.kl_estimator == "closed_form" else sampled), metrics

@@ -1,0 +1,276 @@
+"""Oracle tests of the DIME chain math (diffrl.policies.dis_chain).
+
+With a control LINEAR in x, f_n(x) = A_n x + b_n, every transition of the chain (E4) is
+affine-Gaussian, so the marginals of x_n, the exact trajectory KL (E8), the exact E[ell]
+(E7) and the entropy of x_N are closed forms (numpy, float64, below). Monte-Carlo checks
+use fixed seeds and a 4-standard-error tolerance (two-sided false-alarm rate ~6e-5 under
+the CLT if the code were right but the seed unlucky).
+"""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from diffrl.policies import dis_chain
+
+jax.config.update("jax_platforms", "cpu")
+
+D, N, SIGMA0 = 2, 4, 1.5
+PATHS = 20_000
+
+
+def make_linear(seed: int, scale: float = 0.4):
+    rng = np.random.default_rng(seed)
+    return scale * rng.normal(size=(N, D, D)), rng.normal(size=(N, D))
+
+
+def linear_control(A, b):
+    A, b = jnp.asarray(A, jnp.float32), jnp.asarray(b, jnp.float32)
+    return lambda x, n: jnp.einsum("ij,...j->...i", A[n], x) + b[n]
+
+
+def step_matrices(A, b, eta, sigma0=SIGMA0):
+    """x_{n+1} = M_n x_n + c_n + N(0, diag(2 eta_n)) for the linear control (float64)."""
+    M = np.eye(D)[None] + eta[:, :, None] * (A - np.eye(D)[None] / sigma0**2)
+    return M, eta * b
+
+
+def marginals(A, b, eta, sigma0=SIGMA0):
+    """Lists of exact means / covariances of x_0..x_N."""
+    M, c = step_matrices(A, b, eta, sigma0)
+    means, covs = [np.zeros(D)], [sigma0**2 * np.eye(D)]
+    for n in range(len(eta)):
+        means.append(M[n] @ means[-1] + c[n])
+        covs.append(M[n] @ covs[-1] @ M[n].T + np.diag(2 * eta[n]))
+    return means, covs
+
+
+def gaussian_kl_full(m1, C1, m2, C2):
+    C2inv = np.linalg.inv(C2)
+    dm = m2 - m1
+    return 0.5 * (np.trace(C2inv @ C1) + dm @ C2inv @ dm - len(m1)
+                  + np.linalg.slogdet(C2)[1] - np.linalg.slogdet(C1)[1])
+
+
+def exact_trajectory_kl(old, new, eta_old, eta_new):
+    means, covs = marginals(*old, eta_old)
+    M_o, c_o = step_matrices(*old, eta_old)
+    M_n, c_n = step_matrices(*new, eta_new)
+    total = 0.0
+    for n in range(N):
+        v_o, v_n = 2 * eta_old[n], 2 * eta_new[n]
+        Dm, e = M_o[n] - M_n[n], c_o[n] - c_n[n]
+        mean_diff = Dm @ means[n] + e
+        quad = np.trace(np.diag(1 / v_n) @ Dm @ covs[n] @ Dm.T) + mean_diff @ (mean_diff / v_n)
+        total += 0.5 * np.sum(np.log(v_n / v_o) + v_o / v_n - 1) + 0.5 * quad
+    return total
+
+
+def exact_expected_ell(A, b, eta, sigma0=SIGMA0):
+    """E[ell] without squashing: E log p0(x0) + sum_n E[log F_n - log B_n]."""
+    means, covs = marginals(A, b, eta, sigma0)
+    M, _ = step_matrices(A, b, eta, sigma0)
+    total = -0.5 * D * (1 + math.log(2 * math.pi * sigma0**2))
+    for n in range(N):
+        var = 2 * eta[n]
+        total += -0.5 * np.sum(1 + np.log(2 * math.pi * var))  # + E log F_n
+        P = np.diag(1 - eta[n] / sigma0**2)  # residual r = x_n - P x_{n+1} under B_n
+        cross = M[n] @ covs[n]  # Cov(x_{n+1}, x_n)
+        cov_r = covs[n] - cross.T @ P - P @ cross + P @ covs[n + 1] @ P
+        mean_r = means[n] - P @ means[n + 1]
+        second = np.diag(cov_r) + mean_r**2
+        total += 0.5 * np.sum(second / var + np.log(2 * math.pi * var))  # - E log B_n
+    return total
+
+
+ETA_OLD = np.array([[0.30, 0.25], [0.25, 0.20], [0.15, 0.12], [0.05, 0.04]])
+ETA_NEW = ETA_OLD * np.array([1.3, 0.8])  # learned friction moved: variances differ
+
+
+def test_cosine_schedule_matches_formula():
+    s, m = 0.008, 0.001
+    got = np.asarray(dis_chain.cosine_schedule(8, s, m))
+    for n in range(8):
+        t = (8 - n) / 8
+        want = (1 - m) * math.cos(0.5 * math.pi * (1 + s - t) / (1 + s)) ** 2 + m
+        assert got[n] == pytest.approx(want, rel=1e-5)
+    assert np.all(np.diff(got) < 0) and got[0] > 0.99
+
+
+def test_gaussian_kl_diag_matches_scalar_formula_with_different_variances():
+    m1, v1, m2, v2 = [0.3, -1.0], [0.5, 2.0], [1.1, -0.2], [1.7, 0.4]
+    want = sum(0.5 * (math.log(b / a) + (a + (x - y) ** 2) / b - 1) for x, a, y, b in zip(m1, v1, m2, v2))
+    got = dis_chain.gaussian_kl_diag(*(jnp.array(z) for z in (m1, v1, m2, v2)))
+    assert float(got) == pytest.approx(want, rel=1e-5)
+    # equal means: only the log-variance terms remain, and they are strictly positive
+    assert float(dis_chain.gaussian_kl_diag(jnp.array(m1), jnp.array(v1), jnp.array(m1), jnp.array(v2))) > 0.1
+
+
+@pytest.mark.parametrize("kind", ["tanh", "erf"])
+def test_squash_log_det_matches_autodiff_and_stays_finite(kind):
+    k = 0.3
+    x = jnp.linspace(-6.0, 6.0, 41)
+    got = jax.vmap(lambda z: dis_chain.squash_log_det(z[None], kind, k))(x)
+    # float64 derivative: d tanh = 1 / cosh^2, d erf(kx) = 2k / sqrt(pi) exp(-k^2 x^2)
+    deriv = (lambda z: 1 / math.cosh(z) ** 2) if kind == "tanh" else (
+        lambda z: 2 * k / math.sqrt(math.pi) * math.exp(-(k * z) ** 2))
+    np.testing.assert_allclose(got, [math.log(deriv(float(z))) for z in x], rtol=1e-5, atol=1e-5)
+    # and the squash itself is the function whose derivative this is (autodiff, mid-range)
+    grads = jax.vmap(jax.grad(lambda z: dis_chain.squash(z, kind, k)))(x[10:31])
+    np.testing.assert_allclose(got[10:31], jnp.log(grads), rtol=1e-4, atol=1e-4)
+    far = dis_chain.squash_log_det(jnp.array([40.0, -40.0]), kind, k)
+    assert jnp.isfinite(far)
+    if kind == "tanh":  # log(1 - tanh^2 x) -> 2 log 2 - 2|x|
+        assert float(far) == pytest.approx(2 * (2 * math.log(2) - 80.0), rel=1e-6)
+
+
+def _chains(A, b, eta, seed, paths=PATHS, return_path=False):
+    noise = dis_chain.draw_noise(jax.random.key(seed), N, (paths,), D)
+    return dis_chain.sample_chain(linear_control(A, b), jnp.asarray(eta, jnp.float32), SIGMA0, noise, return_path), noise
+
+
+def test_sampler_marginal_matches_linear_gaussian_recursion():
+    A, b = make_linear(0)
+    chain, _ = _chains(A, b, ETA_OLD, seed=1)
+    means, covs = marginals(A, b, ETA_OLD)
+    x = np.asarray(chain.x_final, np.float64)
+    se_mean = np.sqrt(np.diag(covs[-1]) / PATHS)
+    assert np.all(np.abs(x.mean(0) - means[-1]) < 4 * se_mean)
+    # sample covariance entries: SE <= sqrt(2/PATHS) * max variance
+    tol = 4 * math.sqrt(2 / PATHS) * np.max(np.diag(covs[-1]))
+    np.testing.assert_allclose(np.cov(x.T), covs[-1], atol=tol)
+
+
+def test_replay_from_noise_is_exact_and_from_path_matches():
+    control, eta = linear_control(*make_linear(0)), jnp.asarray(ETA_OLD, jnp.float32)
+    noise = dis_chain.draw_noise(jax.random.key(2), N, (64,), D)
+    run = jax.jit(lambda z: dis_chain.sample_chain(control, eta, SIGMA0, z, return_path=True))
+    chain, again = run(noise), run(noise)
+    np.testing.assert_array_equal(again.x_final, chain.x_final)
+    np.testing.assert_array_equal(again.log_weight, chain.log_weight)
+    assert chain.path.shape == (N + 1, 64, D)
+    np.testing.assert_array_equal(chain.path[-1], chain.x_final)
+    from_path = dis_chain.path_log_weight(control, eta, SIGMA0, chain.path)
+    np.testing.assert_allclose(from_path, chain.log_weight, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("scale", [0.8, 0.0])
+def test_pseudo_log_prob_mean_is_exact_and_bounds_entropy(scale):
+    """scale 0.8: a random control, loose bound; scale 0: f = 0 (b = 0), where forward and
+    backward chains nearly reverse each other and the bound is tight to ~1e-3 nats."""
+    A, b = make_linear(3, scale=scale)
+    b = b * (scale > 0)
+    chain, _ = _chains(A, b, ETA_OLD, seed=4)
+    ell, running_cost = dis_chain.pseudo_log_prob(chain, SIGMA0, None)
+    ell = np.asarray(ell, np.float64)
+    se = ell.std() / math.sqrt(PATHS)
+    expected = exact_expected_ell(A, b, ETA_OLD)
+    assert abs(ell.mean() - expected) < 4 * se
+    np.testing.assert_allclose(ell - running_cost, dis_chain.prior_log_prob(chain.x0, SIGMA0), rtol=1e-6)
+    entropy = 0.5 * np.linalg.slogdet(2 * math.pi * math.e * marginals(A, b, ETA_OLD)[1][-1])[1]
+    assert -expected <= entropy  # DIME's bound, exactly
+    assert -ell.mean() < entropy + 4 * se  # and as estimated by the sampler
+    if scale == 0:
+        assert entropy + expected < 0.01
+
+
+def test_trajectory_kl_estimators_match_exact_and_bound_marginal_kl():
+    old, new = make_linear(5), make_linear(6)
+    noise = dis_chain.draw_noise(jax.random.key(7), N, (PATHS,), D)
+    closed, sampled = dis_chain.trajectory_kl(
+        linear_control(*old), linear_control(*new),
+        jnp.asarray(ETA_OLD, jnp.float32), jnp.asarray(ETA_NEW, jnp.float32), SIGMA0, noise)
+    exact = exact_trajectory_kl(old, new, ETA_OLD, ETA_NEW)
+    for est in (np.asarray(closed, np.float64), np.asarray(sampled, np.float64)):
+        assert abs(est.mean() - exact) < 4 * est.std() / math.sqrt(PATHS)
+    mo, Co = marginals(*old, ETA_OLD)
+    mn, Cn = marginals(*new, ETA_NEW)
+    marginal = gaussian_kl_full(mo[-1], Co[-1], mn[-1], Cn[-1])
+    assert marginal <= exact
+    assert float(jnp.mean(closed)) - 4 * float(jnp.std(closed)) / math.sqrt(PATHS) > marginal
+
+
+def test_trajectory_kl_closed_form_matches_plain_loop_with_log_variance_terms():
+    old, new = make_linear(8), make_linear(9)
+    noise = dis_chain.draw_noise(jax.random.key(10), N, (3,), D)
+    closed, _ = dis_chain.trajectory_kl(
+        linear_control(*old), linear_control(*new),
+        jnp.asarray(ETA_OLD, jnp.float32), jnp.asarray(ETA_NEW, jnp.float32), SIGMA0, noise)
+    z = np.asarray(noise, np.float64)
+    for path in range(3):
+        x, total = SIGMA0 * z[0, path], 0.0
+        for n in range(N):
+            mu = []
+            for (A, b), eta in ((old, ETA_OLD[n]), (new, ETA_NEW[n])):
+                mu.append(x + eta * (-x / SIGMA0**2 + A[n] @ x + b[n]))
+            for i in range(D):
+                v1, v2 = 2 * ETA_OLD[n, i], 2 * ETA_NEW[n, i]
+                total += 0.5 * (math.log(v2 / v1) + (v1 + (mu[0][i] - mu[1][i]) ** 2) / v2 - 1)
+            x = mu[0] + np.sqrt(2 * ETA_OLD[n]) * z[n + 1, path]
+        assert float(closed[path]) == pytest.approx(total, rel=1e-4)
+
+
+def test_trajectory_kl_gradient_only_through_new_and_zero_at_equality():
+    old = make_linear(11)
+    eta = jnp.asarray(ETA_OLD, jnp.float32)
+    noise = dis_chain.draw_noise(jax.random.key(12), N, (16,), D)
+
+    @jax.jit
+    def kl(A_old, A_new):  # (closed form, sampled) means
+        out = dis_chain.trajectory_kl(linear_control(A_old, old[1]), linear_control(A_new, old[1]),
+                                      eta, eta, SIGMA0, noise)
+        return jnp.stack([jnp.mean(out[0]), jnp.mean(out[1])])
+
+    A = jnp.asarray(old[0], jnp.float32)
+    assert float(jnp.max(jnp.abs(kl(A, A)))) < 1e-5
+    g_old, g_new = jax.jit(jax.jacrev(kl, argnums=(0, 1)))(A, A + 0.1)  # (2, N, D, D) each
+    assert float(jnp.max(jnp.abs(g_old))) == 0.0
+    assert float(jnp.min(jnp.max(jnp.abs(g_new), axis=(1, 2, 3)))) > 1e-3
+
+
+def test_probability_flow_ode_transports_a_consistent_gaussian_path():
+    """Check of the PF-ODE derivation on a path where the DIME-optimal f is known exactly.
+
+    In u = cumulative eta, the SDE dx = (grad log p0 + f) du + sqrt(2) dW with
+    f*(x, u) = 2(grad log p_u - grad log p0) and Gaussian p_u = N(m(u), v(u)) is consistent
+    iff m' = m / sigma0^2, v' = 2 (v / sigma0^2 - 1). The PF-ODE must carry mean and std
+    (two points, the ODE being affine) to m(U), sqrt(v(U)); the reference "ode-c" must not.
+    """
+    sigma0, m0, v0, total_u, steps = 1.0, 0.5, 0.5, 0.25, 400
+    u = np.arange(steps) * total_u / steps
+    m = m0 * np.exp(u / sigma0**2)
+    v = sigma0**2 + (v0 - sigma0**2) * np.exp(2 * u / sigma0**2)
+    gain, offset = jnp.asarray(2 * (-1 / v + 1 / sigma0**2), jnp.float32), jnp.asarray(2 * m / v, jnp.float32)
+    control = lambda x, n: gain[n] * x + offset[n]
+    eta = jnp.full((steps, 1), total_u / steps, jnp.float32)
+    m_end = m0 * math.exp(total_u / sigma0**2)
+    sd_end = math.sqrt(sigma0**2 + (v0 - sigma0**2) * math.exp(2 * total_u / sigma0**2))
+    x0 = jnp.array([[m0], [m0 + math.sqrt(v0)]], jnp.float32)
+    xN = np.asarray(dis_chain.probability_flow_ode(control, eta, x0))[:, 0]
+    assert xN[0] == pytest.approx(m_end, abs=2e-3)  # Euler error O(eta) ~ 1e-3
+    assert xN[1] - xN[0] == pytest.approx(sd_end, abs=2e-3)
+    # the SDE chain with the same f has (up to Euler error) the same marginal: exact recursion
+    mean, var = m0, v0
+    for n in range(steps):
+        a = 1 + (total_u / steps) * (-1 / sigma0**2 + float(gain[n]))
+        mean, var = a * mean + (total_u / steps) * float(offset[n]), a * a * var + 2 * total_u / steps
+    assert mean == pytest.approx(m_end, abs=5e-3) and math.sqrt(var) == pytest.approx(sd_end, abs=5e-3)
+    for coef in (0.5, 1.0):
+        xc = np.asarray(dis_chain.prior_guided_ode(control, eta, sigma0, x0, coef))[:, 0]
+        assert abs(xc[0] - m_end) + abs(xc[1] - xc[0] - sd_end) > 0.05
+
+
+def test_ode_is_deterministic_and_keeps_prior_with_zero_control():
+    zero = lambda x, n: jnp.zeros_like(x)
+    eta = jnp.asarray(ETA_OLD, jnp.float32)
+    x0 = SIGMA0 * jax.random.normal(jax.random.key(13), (PATHS, D))
+    out = dis_chain.probability_flow_ode(zero, eta, x0)
+    np.testing.assert_array_equal(out, dis_chain.probability_flow_ode(zero, eta, x0))
+    x = np.asarray(out, np.float64)
+    assert np.all(np.abs(x.mean(0)) < 4 * SIGMA0 / math.sqrt(PATHS))
+    np.testing.assert_allclose(x.std(0), SIGMA0, atol=4 * SIGMA0 / math.sqrt(2 * PATHS))
+    # the reference deterministic chain contracts towards 0 instead
+    contracted = np.asarray(dis_chain.prior_guided_ode(zero, eta, SIGMA0, x0, 1.0)).std(0)
+    assert np.all(contracted < 0.8 * SIGMA0)
