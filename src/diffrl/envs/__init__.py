@@ -1,0 +1,32 @@
+"""Environments: the :class:`Env` interface, wrappers, adapters and a name registry.
+
+Typical use::
+
+    from diffrl import envs
+    env = envs.wrap(envs.make("playground/CartpoleSwingup"))  # batched, actions in [-1, 1]
+    state = env.reset(jax.random.split(key, num_envs))
+    state = env.step(state, actions)
+
+Simulator libraries (Playground, Brax, gymnax) are imported only when an env of
+theirs is made.
+"""
+from diffrl.envs.base import Env, EnvSpec, EnvState, check_spec
+from diffrl.envs.registry import describe, list_envs, make, register, unregister
+from diffrl.envs.wrappers import (
+    AutoReset,
+    EpisodeStats,
+    RescaleAction,
+    TimeLimit,
+    VmapWrapper,
+    Wrapper,
+    randomize_step_counters,
+    strip_weak_types,
+    wrap,
+)
+
+__all__ = [
+    "Env", "EnvSpec", "EnvState", "check_spec",
+    "describe", "list_envs", "make", "register", "unregister",
+    "AutoReset", "EpisodeStats", "RescaleAction", "TimeLimit", "VmapWrapper", "Wrapper",
+    "randomize_step_counters", "strip_weak_types", "wrap",
+]

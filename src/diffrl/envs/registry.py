@@ -1,0 +1,134 @@
+"""Environments by name: ``make("playground/CartpoleSwingup")``.
+
+Names are ``<suite>/<task>`` with suites ``playground`` (MuJoCo Playground DM Control
+Suite), ``brax``, ``gymnax`` and ``toy``; users add their own with :func:`register`.
+``make`` returns the bare, unbatched env (wrap it with
+:func:`diffrl.envs.wrappers.wrap` for training). Listing names imports no simulator;
+the suite's library is imported only when one of its envs is made.
+"""
+from __future__ import annotations
+
+import difflib
+from typing import Callable
+
+from diffrl.envs.base import Env, EnvSpec
+from diffrl.envs.brax_envs import BRAX_ENVS
+from diffrl.envs.gymnax_envs import GYMNAX_ENVS
+from diffrl.envs.playground import DMC_ENVS, MENAGERIE_ENVS
+
+EnvFactory = Callable[..., Env]
+
+
+def _playground(task: str) -> EnvFactory:
+    def factory(**kwargs) -> Env:
+        from diffrl.envs.playground import PlaygroundEnv
+
+        return PlaygroundEnv(task, **kwargs)
+
+    return factory
+
+
+def _brax(task: str) -> EnvFactory:
+    def factory(**kwargs) -> Env:
+        from diffrl.envs.brax_envs import BraxEnv
+
+        return BraxEnv(task, **kwargs)
+
+    return factory
+
+
+def _gymnax(task: str) -> EnvFactory:
+    def factory(**kwargs) -> Env:
+        from diffrl.envs.gymnax_envs import GymnaxEnv
+
+        return GymnaxEnv(task, **kwargs)
+
+    return factory
+
+
+def _toy(cls_name: str) -> EnvFactory:
+    def factory(**kwargs) -> Env:
+        from diffrl.envs import toy
+
+        return getattr(toy, cls_name)(**kwargs)
+
+    return factory
+
+
+def _builtin() -> dict[str, EnvFactory]:
+    table: dict[str, EnvFactory] = {}
+    table.update({f"playground/{t}": _playground(t) for t in DMC_ENVS})
+    table.update({f"brax/{t}": _brax(t) for t in BRAX_ENVS})
+    table.update({f"gymnax/{t}": _gymnax(t) for t in GYMNAX_ENVS})
+    table["toy/MirrorGoals"] = _toy("MirrorGoals")
+    table["toy/BimodalBandit"] = _toy("BimodalBandit")
+    return table
+
+
+_REGISTRY: dict[str, EnvFactory] = _builtin()
+
+
+def list_envs() -> list[str]:
+    """All registered names (built-in and user-registered), in registration order."""
+    return list(_REGISTRY)
+
+
+def _prefixes() -> list[str]:
+    return sorted({name.split("/", 1)[0] + "/" for name in _REGISTRY if "/" in name})
+
+
+def _unknown(name: str) -> ValueError:
+    task = name.split("/", 1)[-1]
+    if name.startswith("playground/") and task in MENAGERIE_ENVS:
+        return ValueError(
+            f"{name!r} is a Playground locomotion/manipulation task: it needs MuJoCo "
+            "Menagerie, which Playground downloads from GitHub at load time. Only the DM "
+            "Control Suite tasks are supported for now (see list_envs())."
+        )
+    close = difflib.get_close_matches(name, list(_REGISTRY), n=5, cutoff=0.6)
+    if not close:  # a bare task name ("CartpoleSwingup") still finds its suite
+        by_task = {n.split("/", 1)[-1]: n for n in _REGISTRY}
+        close = [by_task[t] for t in difflib.get_close_matches(task, list(by_task), n=5, cutoff=0.6)]
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return ValueError(
+        f"unknown environment {name!r}.{hint} Names start with one of "
+        f"{', '.join(_prefixes())}; see diffrl.envs.list_envs()."
+    )
+
+
+def make(name: str, **kwargs) -> Env:
+    """Build the bare (unbatched, unwrapped) env registered as ``name``.
+
+    ``kwargs`` go to the env's constructor, e.g. ``make("brax/ant", backend="mjx")``
+    or ``make("playground/CheetahRun", asymmetric=True)``.
+    """
+    if name not in _REGISTRY:
+        raise _unknown(name)
+    return _REGISTRY[name](**kwargs)
+
+
+def describe(name: str, **kwargs) -> EnvSpec:
+    """The :class:`EnvSpec` of ``name`` (builds the env, so it may be slow)."""
+    return make(name, **kwargs).spec
+
+
+def register(name: str, factory: EnvFactory, overwrite: bool = False) -> None:
+    """Make ``factory(**kwargs) -> Env`` available as ``make(name, **kwargs)``.
+
+    A ``suite/`` prefix (e.g. ``"my/Task"``) is recommended. Re-registering an
+    existing name raises unless ``overwrite=True``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("env name must be a non-empty string")
+    if not callable(factory):
+        raise TypeError(f"factory for {name!r} must be callable")
+    if name in _REGISTRY and not overwrite:
+        raise ValueError(f"environment {name!r} is already registered (pass overwrite=True)")
+    _REGISTRY[name] = factory
+
+
+def unregister(name: str) -> None:
+    """Remove a registered name (mainly for tests)."""
+    if name not in _REGISTRY:
+        raise _unknown(name)
+    del _REGISTRY[name]
