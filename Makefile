@@ -16,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check uv==0.13.9
-	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.lock
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements.lock
 	# playground 0.2.0 pins warp-lang (392 MB), which diffrl never uses (impl="jax").
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps playground==0.2.0
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
