@@ -197,7 +197,7 @@ def test_closed_form_trust_region_meets_bound_and_equals_penalised_gradient():
 def test_dual_trust_region_drives_lambda_to_keep_drift_change_at_bound():
     # All samples share one t and one score, and u = sigma_t p0 is a free constant: the penalised
     # problem has the scalar solution of (A6), so the multiplier that makes the KL equal the bound
-    # is lambda* = w (sqrt(gap / eps) - 1). Alternate primal Adam steps and dual steps on
+    # is lambda* = sqrt(gap / eps) - 1 (in units of the mean matching weight w). Alternate primal Adam steps and dual steps on
     # kl_multiplier_loss; lambda must converge there and the measured KL to the bound.
     b, alpha, eps = 32, 0.5, 0.05
     t = jnp.full((b,), 0.4)
@@ -206,7 +206,8 @@ def test_dual_trust_region_drives_lambda_to_keep_drift_change_at_bound():
     sigma = float(REF.sigma(0.4))
     weight = alpha**2 / sigma
     gap = 0.5 * (sigma * 1.0 / alpha) ** 2
-    lam_star = weight * (math.sqrt(gap / eps) - 1.0)
+    # lambda is relative to the mean matching weight (here every sample has weight w)
+    lam_star = math.sqrt(gap / eps) - 1.0
 
     def primal(p, log_lam):
         return am.trust_region_matching_loss(affine_control, p, old, **batch, mode="dual", log_lambda=log_lam)

@@ -162,7 +162,14 @@ def trust_region_matching_loss(
 ) -> tuple[jax.Array, dict]:
     """RAM loss (A4) with the drift trust region (A5)-(A6). Scalar loss and metrics.
 
-    mode: "dual" (loss + exp(log_lambda) mean kl; adapt log_lambda with
+    The multiplier lambda is expressed RELATIVE to the batch-mean matching weight
+    w_bar = mean w(t) (DECISION): the penalty is lambda * w_bar * mean kl. The matching
+    weight carries alpha^2 (A4), so an absolute multiplier would have to track alpha over
+    orders of magnitude (a dual with Adam on log lambda cannot: the policy froze); relative
+    to w_bar, lambda = 1 weighs the trust region like the regression, whatever alpha is.
+    The closed-form solve reports its multiplier in the same units.
+
+    mode: "dual" (loss + exp(log_lambda) w_bar mean kl; adapt log_lambda with
     ``trust_region.kl_multiplier_loss(log_lambda, metrics['am/kl'], kl_bound)``),
     "closed_form" (regression onto the per-minibatch blended target) or "none".
     Metrics: am/kl (measured mean drift KL of u_theta vs u_old, no gradient), am/lambda,
@@ -178,15 +185,17 @@ def trust_region_matching_loss(
     u_old = sg(u_fn(old_params, x_t, obs, t))
     kl = drift_kl(u, u_old)
     gap = drift_kl(target, u_old)
+    mean_weight = sg(jnp.mean(weight))
     if mode == "closed_form":
-        lam = closed_form_multiplier(weight, gap, kl_bound)
-        blended = (weight[..., None] * target + lam * u_old) / (weight + lam)[..., None]
-        loss = jnp.mean(0.5 * (weight + lam) * jnp.sum((u - blended) ** 2, axis=-1))
+        lam_abs = closed_form_multiplier(weight, gap, kl_bound)
+        blended = (weight[..., None] * target + lam_abs * u_old) / (weight + lam_abs)[..., None]
+        loss = jnp.mean(0.5 * (weight + lam_abs) * jnp.sum((u - blended) ** 2, axis=-1))
         target_kl = jnp.mean(drift_kl(blended, u_old))
+        lam = lam_abs / mean_weight
     else:
         lam = jnp.exp(sg(jnp.asarray(log_lambda, jnp.float32))) if mode == "dual" else jnp.zeros(())
         matching = jnp.mean(0.5 * weight * jnp.sum((u - target) ** 2, axis=-1))
-        loss = matching + lam * jnp.mean(kl)
+        loss = matching + lam * mean_weight * jnp.mean(kl)
         target_kl = jnp.mean(gap)
     metrics = {
         "am/loss": loss,

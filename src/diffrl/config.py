@@ -14,6 +14,7 @@ from typing import Any
 from diffrl.algos.ppo_config import PPOConfig
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
+from diffrl.policies.adjoint import AdjointPolicyConfig
 from diffrl.policies.diffusion import DiffusionPolicyConfig
 from diffrl.policies.gaussian import GaussianPolicyConfig
 
@@ -56,6 +57,9 @@ class TrainConfig:
     """Running mean/std observation normalisation (statistics live in the train state)."""
     obs_clip: float = 10.0
     """Normalised observations are clipped to +-obs_clip."""
+    obs_norm_eps: float = 1e-2
+    """Added to the running variance before dividing (REPPO's NormalizeVec uses 1e-2): keeps
+    features that barely vary at the start (e.g. an upright pole's cosine) from exploding."""
     env_backend: str = "generalized"
     """Physics backend for brax/* environments (generalized, positional, spring, mjx)."""
     check_finite: bool = True
@@ -76,6 +80,8 @@ class TrainConfig:
     """Gaussian policy settings (ppo, reppo)."""
     diffusion: DiffusionPolicyConfig = field(default_factory=DiffusionPolicyConfig)
     """DIME diffusion policy settings (trudi)."""
+    adjoint: AdjointPolicyConfig = field(default_factory=AdjointPolicyConfig)
+    """Adjoint-matching diffusion policy settings (amdp, amdp-backprop)."""
 
     # -- derived sizes -------------------------------------------------------
     @property
@@ -112,7 +118,7 @@ class TrainConfig:
                 errors.append(f"--{name.replace('_', '-')} must be positive (got {value})")
 
         for name in ("total_env_steps", "num_envs", "num_steps", "num_seeds", "num_evals",
-                     "eval_envs", "reward_scale", "obs_clip"):
+                     "eval_envs", "reward_scale", "obs_clip", "obs_norm_eps"):
             positive(name, getattr(self, name))
         if self.episode_length is not None:
             positive("episode_length", self.episode_length)
@@ -123,7 +129,7 @@ class TrainConfig:
                     f"(num_envs * num_steps = {self.batch_size})")
         if self.env_backend not in ("generalized", "positional", "spring", "mjx"):
             errors.append(f"--env-backend must be generalized, positional, spring or mjx (got {self.env_backend!r})")
-        for sub in ("ppo", "reppo", "gaussian"):
+        for sub in ("ppo", "reppo", "gaussian", "adjoint"):
             try:
                 getattr(self, sub).validate()
             except ValueError as e:

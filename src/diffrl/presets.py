@@ -101,6 +101,44 @@ PRESETS.update({
 })
 
 
+# The diffusion members of the family reuse REPPO's recipe (their papers' backbone) and
+# change only the actor. Per family: the policy-config prefix, what replaces the
+# Gaussian actor's widths, and the family's own overrides.
+_DIFFUSION_FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
+    # TruDi: DIME chain, entropy target -4 d in the units of DIME's bound (reference
+    # REPPO-DIME), wider critic support for the bound's larger soft-reward terms.
+    "trudi": ("diffusion", {"reppo.target_entropy_mult": 4.0}),
+    # AMDP: the entropy target lives in the adjoint config (-3.5 d); the drift trust region
+    # replaces the KL bound.
+    "amdp": ("adjoint", {}),
+    # The reverse-KL baseline on AMDP's process: same target as AMDP.
+    "amdp-backprop": ("adjoint", {"reppo.target_entropy_mult": 3.5}),
+}
+
+
+def _diffusion_variant(family: str, base: dict[str, Any], cpu: bool) -> dict[str, Any]:
+    prefix, extra = _DIFFUSION_FAMILIES[family]
+    out = {k: v for k, v in base.items() if not k.startswith("gaussian.")}
+    out.update({"algo": family, **extra})
+    if "gaussian.hidden" in base:
+        width = max(base["gaussian.hidden"])
+        # On CPU the chain (N network calls per action, several paths for the KL) dominates:
+        # a narrower control net and one KL path keep an iteration affordable.
+        out[f"{prefix}.hidden"] = (min(width, 128),) * 2 if cpu else (256, 256, 256)
+    if cpu and family == "trudi":
+        out["diffusion.kl_samples"] = 1
+    if family == "trudi" and base.get("critic.vmax") == 150.0:
+        out.update({"critic.vmin": -100.0, "critic.vmax": 200.0, "critic.num_bins": 301})
+    return out
+
+
+for _family in _DIFFUSION_FAMILIES:
+    for _name in ("dmc-small", "dmc-medium", "dmc-large", "humanoid-small", "humanoid-large",
+                  "dmc-cpu", "gymnax", "toy"):
+        _cpu = _name in ("dmc-cpu", "gymnax", "toy")
+        PRESETS[f"{_family}-{_name}"] = _diffusion_variant(_family, PRESETS[f"reppo-{_name}"], _cpu)
+
+
 def suite(env: str) -> str:
     return env.split("/", 1)[0] if "/" in env else ""
 
@@ -118,6 +156,9 @@ def default_preset(algo: str, env: str) -> str | None:
         ("reppo", "gymnax"): "reppo-gymnax",
         ("reppo", "toy"): "reppo-toy",
     }
+    if (algo, s) not in table and algo in _DIFFUSION_FAMILIES:
+        reppo = table.get(("reppo", s))
+        return reppo.replace("reppo-", f"{algo}-", 1) if reppo else None
     return table.get((algo, s))
 
 

@@ -25,7 +25,25 @@ def _trudi(config, spec):
     return REPPO(config, spec, DiffusionPolicy(config.diffusion, spec.action_size), name="trudi")
 
 
+def _amdp(config, spec):
+    from diffrl.algos.amdp import make_amdp
+
+    return make_amdp(config, spec)
+
+
+def _amdp_backprop(config, spec):
+    """The reverse-KL baseline AMDP is measured against: REPPO's pathwise actor loss
+    (alpha * log-pi bound - Q, backpropagated through the simulated chain) on AMDP's
+    policy and reference process; the trust region uses the path KL of the chain."""
+    from diffrl.algos.reppo import REPPO
+    from diffrl.policies.adjoint import AdjointPolicy
+
+    return REPPO(config, spec, AdjointPolicy(config.adjoint, spec.action_size), name="amdp-backprop")
+
+
 ALGORITHMS: dict[str, Callable] = {
+    "amdp": _amdp,
+    "amdp-backprop": _amdp_backprop,
     "trudi": _trudi,
     "ppo": _ppo,
     "reppo": _reppo,

@@ -44,7 +44,6 @@ def make_evaluate(config, eval_env, algo) -> Callable:
     spec = eval_env.spec
     n = config.eval_envs
     length = config.episode_length or spec.episode_length
-    norm_on, clip = config.normalize_obs, config.obs_clip
 
     def evaluate(algo_state, obs_stats, critic_stats, key, sampler: str):
         key_reset, key_run = jax.random.split(key)
@@ -52,8 +51,8 @@ def make_evaluate(config, eval_env, algo) -> Callable:
 
         def step(carry, key_step):
             state, alive, ret, steps, mode = carry
-            obs = normalise_obs(obs_stats, state.obs, norm_on, clip)
-            cobs = normalise_obs(critic_stats, state.critic_obs, norm_on, clip)
+            obs = normalise_obs(obs_stats, state.obs, config)
+            cobs = normalise_obs(critic_stats, state.critic_obs, config)
             action = algo.eval_action(algo_state, obs, cobs, key_step, sampler)
             nxt = eval_env.step(state, action)
             ret = ret + jnp.where(alive, nxt.reward, 0.0)

@@ -42,8 +42,11 @@ class Components:
     spec: EnvSpec
 
 
-def normalise_obs(stats: RunningStats, x: jax.Array, enabled: bool, clip: float) -> jax.Array:
-    return normalize(stats, x, clip=clip) if enabled else x
+def normalise_obs(stats: RunningStats, x: jax.Array, config) -> jax.Array:
+    """Observation as the networks see it (config: normalize_obs, obs_clip, obs_norm_eps)."""
+    if not config.normalize_obs:
+        return x
+    return normalize(stats, x, clip=config.obs_clip, eps=config.obs_norm_eps)
 
 
 def _tree_all_finite(tree) -> jax.Array:
@@ -58,7 +61,7 @@ def make_components(config, env, algo: Algorithm) -> Components:
 
     spec: EnvSpec = env.spec
     num_envs, num_steps = config.num_envs, config.num_steps
-    norm_on, clip = config.normalize_obs, config.obs_clip
+    norm_on = config.normalize_obs
     episode_length = config.episode_length or spec.episode_length
 
     def init(key: jax.Array) -> TrainState:
@@ -79,8 +82,8 @@ def make_components(config, env, algo: Algorithm) -> Components:
 
     def rollout(ts: TrainState, key: jax.Array):
         def step(env_state: EnvState, key_step):
-            obs = normalise_obs(ts.obs_stats, env_state.obs, norm_on, clip)
-            critic_obs = normalise_obs(ts.critic_obs_stats, env_state.critic_obs, norm_on, clip)
+            obs = normalise_obs(ts.obs_stats, env_state.obs, config)
+            critic_obs = normalise_obs(ts.critic_obs_stats, env_state.critic_obs, config)
             action, aux = algo.act(ts.algo, obs, key_step)
             nxt = env.step(env_state, action)
             transition = Rollout(
@@ -90,8 +93,8 @@ def make_components(config, env, algo: Algorithm) -> Components:
                 reward=nxt.reward * config.reward_scale,
                 terminated=nxt.terminated,
                 truncated=nxt.truncated,
-                next_obs=normalise_obs(ts.obs_stats, nxt.final_obs, norm_on, clip),
-                next_critic_obs=normalise_obs(ts.critic_obs_stats, nxt.final_critic_obs, norm_on, clip),
+                next_obs=normalise_obs(ts.obs_stats, nxt.final_obs, config),
+                next_critic_obs=normalise_obs(ts.critic_obs_stats, nxt.final_critic_obs, config),
                 policy_aux=aux,
             )
             episode = (nxt.info["returned_episode"], nxt.info["returned_episode_return"],

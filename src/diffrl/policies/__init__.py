@@ -1,4 +1,4 @@
 """Policies: Gaussian, diffusion (DIME chain) and adjoint-matching diffusion."""
-from diffrl.policies.base import LogProbPolicy, PathwisePolicy, PathwiseSample, Policy, require
+from diffrl.policies.base import AdjointMatchingPolicy, LogProbPolicy, PathwisePolicy, PathwiseSample, Policy, require
 
-__all__ = ["Policy", "LogProbPolicy", "PathwisePolicy", "PathwiseSample", "require"]
+__all__ = ["AdjointMatchingPolicy", "Policy", "LogProbPolicy", "PathwisePolicy", "PathwiseSample", "require"]

@@ -65,12 +65,13 @@ class AdjointPolicyConfig:
     """Absolute cap of the per-sample score norm."""
     loss_sigma_power: float = -1.0
     """p in the matching weight w(t) = alpha^2 sigma_t^p (A4); -1 as in the port."""
-    trust_region: str = "dual"
+    trust_region: str = "closed_form"
     """Multiplier of the drift trust region: dual, closed_form or none (A6)."""
     kl_bound: float = 0.1
     """eps, the bound on the mean drift KL (A5) per update."""
-    lambda_init: float = 10.0
-    """Initial multiplier for the dual mode (the algorithm owns log_lambda)."""
+    lambda_init: float = 1.0
+    """Initial multiplier of the dual mode, relative to the mean matching weight (the
+    algorithm owns log_lambda)."""
     matching_steps: int = 1
     """Gradient steps per minibatch of stored (s, X_1, score), each with fresh bridge draws
     (t, X_t); >1 reuses the critic gradients without simulating or querying Q again."""

@@ -84,10 +84,33 @@ class PathwisePolicy(Policy, Protocol):
         ...
 
 
+@runtime_checkable
+class AdjointMatchingPolicy(Policy, Protocol):
+    """AMDP's capability: a controlled SDE trained by reciprocal adjoint matching.
+
+    ``sample``'s aux carries ``pre_squash`` (X_1, the regression data) and
+    ``log_prob_bound`` (the Girsanov upper-bound estimate of log pi(a|s)).
+    """
+
+    config: Any
+    target_entropy: float
+
+    def matching_scores(self, pre_squash: jax.Array, grad_q_action: jax.Array) -> tuple[jax.Array, dict]:
+        """(N, d) clipped pre-squash gradient of Q at the stored end points."""
+        ...
+
+    def matching_loss(self, params: Params, old_params: Params, obs: jax.Array, pre_squash: jax.Array,
+                      score: jax.Array, key_bridge: jax.Array, alpha: jax.Array,
+                      log_lambda: jax.Array) -> tuple[jax.Array, dict]:
+        """Scalar regression loss on fresh bridge draws, with the drift trust region."""
+        ...
+
+
 def require(policy: Any, capability: type, algo: str) -> None:
     """Fail clearly (before anything compiles) if ``policy`` lacks ``capability``."""
     if not isinstance(policy, capability):
-        missing = [m for m in ("log_prob", "entropy", "rsample", "trust_region_kl")
+        missing = [m for m in ("log_prob", "entropy", "rsample", "trust_region_kl", "matching_scores",
+                               "matching_loss")
                    if hasattr(capability, m) and not hasattr(policy, m)]
         raise TypeError(
             f"algorithm '{algo}' needs a policy with {capability.__name__} "

@@ -1,0 +1,157 @@
+"""AMDP: max-entropy diffusion policies trained by reciprocal adjoint matching.
+
+Thilges, Celik, Blessing, Gospodinov, Neumann 2026, "Scalable Maximum Entropy RL for
+Diffusion Policies via Adjoint Matching" (arXiv 2606.22630; papers.md §(b),
+algorithms.md §5.4). REPPO's critic, soft TD(lambda) targets and temperature dual
+(``soft_critic``, ``trust_region``) with a different actor update:
+
+  * the entropy term of the soft reward uses the Girsanov bound log pi <= C - d log 2
+    (C the control cost of a fresh chain at s');
+  * per minibatch, after the critic step: the lean adjoint of each stored end point X_1
+    from grad_a Q(s, erf(k X_1)) (clipped per sample), then ``matching_steps`` regression
+    steps of u_theta(X_t, t, s) onto -sigma_t * adjoint / alpha at fresh reference-bridge
+    draws (t, X_t) given X_1: no simulation of the chain and no backprop through it, so
+    the update cost does not grow with the number of diffusion steps N;
+  * the trust region on the drift change (mean 1/2 ||u_theta - u_old||^2 <= eps), with the
+    multiplier from dual descent or from the per-minibatch closed-form solve
+    (``adjoint.trust_region``), u_old the policy at the start of the iteration.
+
+The policy must provide the adjoint-matching capability (:class:`AdjointMatchingPolicy`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from diffrl.algos.base import Rollout
+from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
+from diffrl.algos.soft_critic import best_of_k, critic_batch, critic_step, soft_targets
+from diffrl.critics.categorical import CategoricalCritic
+from diffrl.envs.base import EnvSpec
+from diffrl.policies import AdjointMatchingPolicy, require
+from diffrl.trust_region import kl_multiplier_loss, temperature_loss
+
+
+@struct.dataclass
+class AMDPState:
+    actor_params: Any
+    critic_params: Any
+    log_alpha: jax.Array
+    log_lambda: jax.Array
+    actor_opt: Any
+    critic_opt: Any
+    dual_opt: Any
+
+
+class AMDP:
+    name = "amdp"
+
+    def __init__(self, config, spec: EnvSpec, policy):
+        require(policy, AdjointMatchingPolicy, "amdp")
+        self.config = config
+        self.c = config.reppo
+        self.policy = policy
+        self.critic = CategoricalCritic(config.critic)
+        self.target_entropy = policy.target_entropy
+        clip = optax.clip_by_global_norm(self.c.max_grad_norm)
+        self.actor_optimizer = optax.chain(clip, optax.adam(self.c.actor_lr))
+        self.critic_optimizer = optax.chain(clip, optax.adam(self.c.critic_lr))
+        self.dual_optimizer = optax.adam(self.c.actor_lr)
+
+    @property
+    def samplers(self) -> tuple[str, ...]:
+        return tuple(self.policy.samplers) + ("best-of-k",)
+
+    def init(self, key, spec: EnvSpec) -> AMDPState:
+        key_actor, key_critic = jax.random.split(key)
+        actor = self.policy.init(key_actor, spec.obs_size)
+        critic = self.critic.init(key_critic, jnp.zeros((1, spec.critic_size)), jnp.zeros((1, spec.action_size)))
+        log_alpha = jnp.asarray(math.log(self.c.ent_start), jnp.float32)
+        log_lambda = jnp.asarray(math.log(self.policy.config.lambda_init), jnp.float32)
+        return AMDPState(actor, critic, log_alpha, log_lambda, self.actor_optimizer.init(actor),
+                         self.critic_optimizer.init(critic), self.dual_optimizer.init((log_alpha, log_lambda)))
+
+    def act(self, state: AMDPState, obs, key):
+        return self.policy.sample(state.actor_params, obs, key)
+
+    def q_value(self, critic_params, critic_obs, action):
+        return self.critic.apply(critic_params, critic_obs, action, method=CategoricalCritic.q_value)
+
+    def eval_action(self, state: AMDPState, obs, critic_obs, key, sampler):
+        if sampler == "best-of-k":
+            return best_of_k(lambda o, k: self.policy.sample(state.actor_params, o, k)[0],
+                             lambda co, a: self.q_value(state.critic_params, co, a),
+                             obs, critic_obs, key, self.c.best_of_k)
+        return self.policy.eval_action(state.actor_params, obs, key, sampler)
+
+    def update(self, state: AMDPState, batch: Rollout, key):
+        c = self.c
+        key_targets, key_epochs = jax.random.split(key)
+        alpha = jnp.exp(state.log_alpha)
+
+        def sample_next(obs, k):
+            action, aux = self.policy.sample(state.actor_params, obs, k)
+            return action, aux.log_prob_bound
+
+        targets, next_features, target_metrics = soft_targets(
+            sample_next, self.critic, state.critic_params, batch, alpha, c.gamma, c.td_lambda, key_targets)
+        data = critic_batch(batch, targets, next_features)
+        data["pre_squash"] = batch.policy_aux.pre_squash
+        data = flatten_time_batch(data)
+        old_params = state.actor_params
+        # Temperature dual on the rollout's own entropy estimates -(C - d log 2).
+        entropy = -jnp.mean(batch.policy_aux.log_prob_bound)
+
+        def matching_step(carry, key_bridge, mb, score, alpha, log_lambda):
+            params, opt = carry
+            (_, metrics), grads = jax.value_and_grad(self.policy.matching_loss, has_aux=True)(
+                params, old_params, mb["obs"], mb["pre_squash"], score, key_bridge, alpha, log_lambda)
+            updates, opt = self.actor_optimizer.update(grads, opt, params)
+            metrics["actor/grad_norm"] = optax.global_norm(grads)
+            return (optax.apply_updates(params, updates), opt), metrics
+
+        def sgd_step(carry, mb, key_step):
+            actor, critic_params, duals, actor_opt, critic_opt, dual_opt = carry
+            critic_params, critic_opt, critic_metrics = critic_step(
+                self.critic, self.config.critic, self.critic_optimizer, critic_params, critic_opt, mb)
+            grad_q = jax.grad(lambda a: jnp.sum(self.q_value(critic_params, mb["critic_obs"], a)))(mb["action"])
+            score, score_metrics = self.policy.matching_scores(mb["pre_squash"], grad_q)
+            log_alpha, log_lambda = duals
+            alpha_now = jnp.exp(log_alpha)
+            (actor, actor_opt), am_metrics = jax.lax.scan(
+                lambda cr, k: matching_step(cr, k, mb, score, alpha_now, log_lambda),
+                (actor, actor_opt), jax.random.split(key_step, self.policy.config.matching_steps))
+            am_metrics = jax.tree_util.tree_map(jnp.mean, am_metrics)
+
+            def dual_loss(d):
+                la, ll = d
+                loss = kl_multiplier_loss(ll, am_metrics["am/kl"], self.policy.config.kl_bound)
+                if c.learn_alpha:
+                    loss = loss + temperature_loss(la, entropy, self.target_entropy)
+                return loss
+
+            grads = jax.grad(dual_loss)(duals)
+            updates, dual_opt = self.dual_optimizer.update(grads, dual_opt, duals)
+            duals = optax.apply_updates(duals, updates)
+            metrics = {**critic_metrics, **am_metrics, **{f"actor/{k}": v for k, v in score_metrics.items()},
+                       "dual/alpha": alpha_now, "dual/lambda": jnp.exp(log_lambda)}
+            return (actor, critic_params, duals, actor_opt, critic_opt, dual_opt), metrics
+
+        carry = (state.actor_params, state.critic_params, (state.log_alpha, state.log_lambda),
+                 state.actor_opt, state.critic_opt, state.dual_opt)
+        carry, metrics = minibatch_epochs(key_epochs, data, carry, sgd_step, c.num_epochs, c.num_minibatches)
+        actor, critic_params, (log_alpha, log_lambda), actor_opt, critic_opt, dual_opt = carry
+        metrics.update(target_metrics)
+        metrics["actor/entropy_estimate"] = entropy
+        return AMDPState(actor, critic_params, log_alpha, log_lambda, actor_opt, critic_opt, dual_opt), metrics
+
+
+def make_amdp(config, spec: EnvSpec) -> AMDP:
+    from diffrl.policies.adjoint import AdjointPolicy
+
+    return AMDP(config, spec, AdjointPolicy(config.adjoint, spec.action_size))
