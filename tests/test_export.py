@@ -42,11 +42,11 @@ def init_perturbed(policy, scale):
     return jax.jit(init)(jax.random.PRNGKey(0))
 
 
-def reference(policy, params, obs, key, sampler, stats=None):
+def reference(policy, params, obs, key, sampler, stats=None, eps=1e-8):
     """The in-memory policy's eval action on (optionally) normalised observations."""
     def run(params, obs, key):
         if stats is not None:
-            obs = normalize(stats, obs, clip=CLIP)
+            obs = normalize(stats, obs, clip=CLIP, eps=eps)
         return policy.eval_action(params, obs, key, sampler)
 
     return jax.jit(run)(params, obs, key)
@@ -140,7 +140,8 @@ def test_export_from_seed_batched_train_state(tmp_path):
     assert act.sampler == "mean" and act.info["extra"]["env"] == "toy/X" and act.info["extra"]["seed"] == 1
     key = jax.random.PRNGKey(0)
     seed1 = jax.tree.map(lambda x: x[1], params)
-    np.testing.assert_allclose(jax.jit(act)(obs, key), reference(policy, seed1, obs, key, "mean", stats), atol=1e-6)
+    np.testing.assert_allclose(jax.jit(act)(obs, key), reference(policy, seed1, obs, key, "mean", stats, eps=cfg.obs_norm_eps),
+                               atol=1e-6)
 
 
 def test_config_from_json_and_kind_lookup():

@@ -37,6 +37,8 @@ def cmd_train(argv: list[str]) -> int:
     from diffrl.config import ConfigError, TrainConfig
     from diffrl.presets import resolve
 
+    if "--resume" in argv or any(a.startswith("--resume=") for a in argv):
+        return _train_resume(argv)
     algo, env, preset = _preparse(argv)
     try:
         defaults = resolve(algo, env, preset)
@@ -46,11 +48,43 @@ def cmd_train(argv: list[str]) -> int:
         else:
             print(f"diffrl train: {e}", file=sys.stderr)
             return 2
-    config = tyro.cli(TrainConfig, default=defaults, args=argv, prog="diffrl train",
-                      description="Train an agent. Flags override the preset chosen by --algo/--env/--preset.")
-    if config.preset != defaults.preset:  # --preset on the command line wins over the default
-        config = resolve(config.algo, config.env, config.preset)
-        config = tyro.cli(TrainConfig, default=config, args=argv, prog="diffrl train")
+    try:
+        config = tyro.cli(TrainConfig, default=defaults, args=argv, prog="diffrl train",
+                          description="Train an agent. Flags override the preset chosen by --algo/--env/--preset.")
+        if config.preset != defaults.preset:  # --preset on the command line wins over the default
+            config = resolve(config.algo, config.env, config.preset)
+            config = tyro.cli(TrainConfig, default=config, args=argv, prog="diffrl train")
+    except ValueError as e:  # a nested config refused its values while being built
+        print(f"diffrl train: invalid configuration: {e}", file=sys.stderr)
+        return 2
+    return _run_training(config)
+
+
+def _train_resume(argv: list[str]) -> int:
+    """``diffrl train --resume RUN_DIR [--total-env-steps N] [other fields]``."""
+    import tyro
+
+    from diffrl.config import TrainConfig
+    from diffrl.core.run_dir import resume_config
+
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--resume", required=True)
+    known, rest = p.parse_known_args(argv)
+    try:
+        defaults = resume_config(known.resume)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"diffrl train: {e}", file=sys.stderr)
+        return 2
+    config = tyro.cli(TrainConfig, default=defaults, args=rest, prog="diffrl train --resume RUN_DIR")
+    for frozen in ("algo", "env", "num_envs", "num_steps", "num_seeds", "seed"):
+        if getattr(config, frozen) != getattr(defaults, frozen):
+            print(f"diffrl train: --{frozen.replace('_', '-')} cannot change on resume", file=sys.stderr)
+            return 2
+    return _run_training(config)
+
+
+def _run_training(config) -> int:
+    from diffrl.config import ConfigError
     from diffrl.core.trainer import NonFiniteError, Trainer
 
     try:
@@ -63,6 +97,9 @@ def cmd_train(argv: list[str]) -> int:
     except NonFiniteError as e:
         print(f"diffrl train: {e}", file=sys.stderr)
         return 3
+    except (FileNotFoundError, ValueError) as e:
+        print(f"diffrl train: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -70,6 +70,15 @@ class TrainConfig:
     """Log to Weights & Biases (needs the `wandb` package and a login)."""
     progress: bool = True
     """Show a live progress bar."""
+    checkpoint_every: int = 1
+    """Write a checkpoint every this many chunks (and at the end); 0 disables."""
+    keep_checkpoints: int = 3
+    """Checkpoints kept (the newest ones, plus the best by evaluation return)."""
+    chunk_iterations: int | None = None
+    """Iterations per compiled chunk; None derives it from --num-evals (set on resume so the
+    continued run compiles the same chunk)."""
+    resume: str | None = None
+    """Run directory to continue from its latest valid checkpoint (use `diffrl train --resume`)."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """PPO settings (used when --algo ppo)."""
     reppo: REPPOConfig = field(default_factory=REPPOConfig)
@@ -95,6 +104,8 @@ class TrainConfig:
 
     @property
     def iterations_per_chunk(self) -> int:
+        if self.chunk_iterations is not None:
+            return self.chunk_iterations
         return max(1, self.num_iterations // max(1, self.num_evals))
 
     @property
@@ -122,6 +133,10 @@ class TrainConfig:
             positive(name, getattr(self, name))
         if self.episode_length is not None:
             positive("episode_length", self.episode_length)
+        if self.chunk_iterations is not None:
+            positive("chunk_iterations", self.chunk_iterations)
+        if self.checkpoint_every < 0 or self.keep_checkpoints < 1:
+            errors.append("--checkpoint-every must be >= 0 and --keep-checkpoints >= 1")
         if self.total_env_steps > 0 and self.num_envs > 0 and self.num_steps > 0:
             if self.total_env_steps < self.batch_size:
                 errors.append(

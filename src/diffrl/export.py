@@ -178,6 +178,7 @@ def export_policy(
     obs_clip: float,
     sampler: str,
     extra: dict | None = None,
+    obs_norm_eps: float = 1e-8,
 ) -> Path:
     """Write the export directory ``out_dir`` (created if needed) and return it.
 
@@ -187,7 +188,8 @@ def export_policy(
       params: parameters of ONE seed (no seeds axis).
       obs_stats: the actor observation statistics (one seed); may be None when
         ``normalize_obs`` is False.
-      normalize_obs, obs_clip: as in ``TrainConfig``; the exported ``act`` applies them.
+      normalize_obs, obs_clip, obs_norm_eps: as in ``TrainConfig``; the exported ``act``
+        applies them exactly as training did.
       sampler: default evaluation sampler (must be one of the policy's ``samplers``).
       extra: JSON-able facts stored verbatim (env name, action bounds, eval return...).
     """
@@ -224,7 +226,7 @@ def export_policy(
         "obs_size": int(obs_size),
         "sampler": sampler,
         "samplers": list(policy.samplers),
-        "normalizer": {"enabled": bool(normalize_obs), "clip": float(obs_clip), "eps": 1e-8},
+        "normalizer": {"enabled": bool(normalize_obs), "clip": float(obs_clip), "eps": float(obs_norm_eps)},
         "action_space": "[-1, 1] (the policy's; rescale to the simulator's bounds)",
         "files": {name: _sha256(data) for name, data in files.items()},
         "versions": library_versions(),
@@ -267,7 +269,8 @@ def export_from_train_state(
         out_dir, policy_kind_of(policy), policy.config, policy.action_size,
         int(stats.mean.shape[-1]), params, stats, config.normalize_obs, config.obs_clip, sampler,
         {"env": config.env, "algo": config.algo, "seed": seed, "env_backend": config.env_backend,
-         "episode_length": config.episode_length, **(extra or {})})
+         "episode_length": config.episode_length, **(extra or {})},
+        obs_norm_eps=config.obs_norm_eps)
 
 
 def _param_shapes(policy: Any, obs_size: int) -> Any:

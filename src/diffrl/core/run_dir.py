@@ -70,3 +70,23 @@ def write_run_record(run_dir: Path, config: Any, extra: dict | None = None) -> d
         record.update(extra)
     atomic_write_json(Path(run_dir) / "config.json", record)
     return record
+
+
+def load_run_config(run_dir: str | Path):
+    """The TrainConfig a run directory was trained with (from its config.json)."""
+    from diffrl.config import TrainConfig
+    from diffrl.export import config_from_json
+
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a diffrl run directory (no config.json)")
+    return config_from_json(TrainConfig, json.loads(path.read_text())["config"])
+
+
+def resume_config(run_dir: str | Path, **overrides: Any):
+    """Config to continue ``run_dir``: same settings and chunk size, optional overrides
+    (e.g. a larger ``total_env_steps`` to extend a finished run)."""
+    config = load_run_config(run_dir)
+    config = dataclasses.replace(config, chunk_iterations=config.iterations_per_chunk,
+                                 resume=str(run_dir), out=str(run_dir))
+    return dataclasses.replace(config, **overrides) if overrides else config

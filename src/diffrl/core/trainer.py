@@ -6,7 +6,10 @@ the train state has a leading ``num_seeds`` axis here.
 """
 from __future__ import annotations
 
+import json
+import signal
 import time
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -59,8 +62,16 @@ class Trainer:
         self.components = make_components(config, self.env, self.algo)
         self.evaluate = make_evaluate(config, self.eval_env, self.algo)
         self.samplers = tuple(config.eval_samplers) or (self.algo.samplers[0],)
-        self.run_dir = Path(config.out) if config.out else default_run_dir(config.env, config.algo)
+        if config.resume:
+            self.run_dir = Path(config.resume)
+        else:
+            self.run_dir = Path(config.out) if config.out else default_run_dir(config.env, config.algo)
         self.progress_fn = progress_fn
+        self._stop_requested = False
+
+    def request_stop(self) -> None:
+        """Finish the chunk in flight, write a checkpoint, then return (SIGINT/SIGTERM do this)."""
+        self._stop_requested = True
 
     # -- compiled functions ------------------------------------------------------
     def _compile(self, keys):
@@ -90,7 +101,17 @@ class Trainer:
     def run(self) -> dict:
         cfg = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._resume = None
+        if cfg.resume:  # before any logger opens metrics.jsonl: rows after the checkpoint go
+            self._resume = self._resume_point()
+            self._truncate_metrics(int(self._resume[1]["chunk"]) * cfg.iterations_per_chunk * cfg.batch_size)
         record = write_run_record(self.run_dir, cfg, {"algorithm": cfg.algo, "samplers": list(self.samplers)})
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for sig in previous:
+                signal.signal(sig, lambda *_: self.request_stop())
+        except ValueError:  # not the main thread: signals stay with the caller
+            previous = {}
         loggers = [JsonlLogger(self.run_dir)]
         if cfg.tensorboard:
             loggers.append(TensorBoardLogger(self.run_dir))
@@ -105,6 +126,69 @@ class Trainer:
         finally:
             progress.close()
             logger.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _checkpoint(self, state, chunk: int, row: dict, clock: dict) -> None:
+        from diffrl.checkpoint import save_checkpoint
+
+        cfg = self.config
+        save_checkpoint(self.run_dir, chunk * cfg.iterations_per_chunk * cfg.batch_size, state, {
+            "algo": cfg.algo, "env": cfg.env, "config": cfg, "env_steps": row.get("env_steps"),
+            "iteration": chunk * cfg.iterations_per_chunk, "chunk": chunk, "chunk_iterations":
+            cfg.iterations_per_chunk, "clock": clock}, keep=cfg.keep_checkpoints,
+            best_metric=row.get("eval/episode_return"))
+
+    def _resume_point(self) -> tuple[Path, dict]:
+        """The latest valid checkpoint of the run directory and its metadata."""
+        from diffrl.checkpoint import latest_valid_checkpoint, read_metadata
+
+        path = latest_valid_checkpoint(self.run_dir)
+        if path is None:
+            raise FileNotFoundError(f"--resume: no valid checkpoint in {self.run_dir}")
+        return path, read_metadata(path)
+
+    def _restore(self, state, path: Path, meta: dict):
+        """Restore ``path`` into ``state`` -> (state, next chunk, clock)."""
+        from diffrl.checkpoint import restore_checkpoint
+
+        if meta.get("chunk_iterations") != self.config.iterations_per_chunk:
+            raise ValueError(f"--resume: checkpoint has {meta.get('chunk_iterations')} iterations per chunk, "
+                             f"this configuration {self.config.iterations_per_chunk}")
+        state = restore_checkpoint(path, state, expected_algo=self.config.algo, expected_env=self.config.env)
+        return state, int(meta["chunk"]), dict(meta.get("clock") or {})
+
+    def _truncate_metrics(self, env_steps: int) -> None:
+        """Drop rows logged after the restored checkpoint (they are recomputed)."""
+        path = self.run_dir / "metrics.jsonl"
+        if not path.exists():
+            return
+        keep = [line for line in path.read_text().splitlines()
+                if line.strip() and json.loads(line).get("env_steps", 0) <= env_steps]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(line + "\n" for line in keep))
+        tmp.replace(path)
+
+    def _finish(self, state) -> dict:
+        """Export seed 0's policy and draw the learning curve (best effort, reported)."""
+        out = {}
+        try:
+            from diffrl.export import export_from_train_state
+
+            sampler = next((s for s in self.samplers if s in self.algo.policy.samplers), None)
+            spec = self.eval_env.unwrapped.spec
+            export_from_train_state(self.run_dir / "policy", self.algo, state, self.config, seed=0, sampler=sampler,
+                                    extra={"action_low": list(spec.action_low), "action_high": list(spec.action_high)})
+            out["policy_dir"] = str(self.run_dir / "policy")
+        except Exception as e:  # an export problem must not lose the finished run
+            warnings.warn(f"policy export failed: {e}")
+        try:
+            from diffrl.plotting import plot_run
+
+            out["curve"] = str(plot_run(self.run_dir))
+        except Exception as e:
+            warnings.warn(f"learning-curve plot failed: {e}")
+        return out
 
     def _run(self, logger, progress) -> dict:
         cfg = self.config
@@ -113,16 +197,22 @@ class Trainer:
         progress.message(f"compiling {cfg.algo} on {cfg.env} ({cfg.num_seeds} seed(s), "
                          f"{cfg.num_envs} envs x {cfg.num_steps} steps per iteration)")
         state, chunk, evaluate, compile_times = self._compile(keys)
+        steps_per_chunk = cfg.iterations_per_chunk * cfg.batch_size
+        start, clock = 0, {"walltime": 0.0, "train_time": 0.0}
+        if self._resume is not None:
+            state, start, clock = self._restore(state, *self._resume)
+            progress.message(f"resumed from chunk {start} ({start * steps_per_chunk:,} env steps)")
         t0 = time.perf_counter()
-        first_eval = self._eval(evaluate, state, jax.random.fold_in(eval_key, 0))
+        first_eval = self._eval(evaluate, state, jax.random.fold_in(eval_key, start))
         compile_times["compile/eval_first_call_s"] = time.perf_counter() - t0
         progress.message("compiled in {:.1f}s (init {:.1f}s, chunk {:.1f}s, eval {:.1f}s)".format(
             sum(compile_times.values()), *compile_times.values()))
-        logger.log({"env_steps": 0, "walltime": 0.0, "train/sps": 0.0, **first_eval})
-        steps_per_chunk = cfg.iterations_per_chunk * cfg.batch_size
-        train_time, wall0 = 0.0, time.perf_counter()
+        if start == 0:
+            logger.log({"env_steps": 0, "walltime": 0.0, "train/sps": 0.0, **first_eval})
+        train_time, wall0 = clock.get("train_time", 0.0), time.perf_counter() - clock.get("walltime", 0.0)
         row: dict = {}
-        for c in range(cfg.num_chunks):
+        interrupted = False
+        for c in range(start, cfg.num_chunks):
             t0 = time.perf_counter()
             state, metrics = chunk(state)
             metrics = jax.device_get(metrics)
@@ -145,20 +235,33 @@ class Trainer:
             progress.update(row)
             if self.progress_fn:
                 self.progress_fn(row)
+            last = c + 1 == cfg.num_chunks
+            due = cfg.checkpoint_every and ((c + 1) % cfg.checkpoint_every == 0)
+            if due or last or self._stop_requested:
+                self._checkpoint(state, c + 1, row, {"walltime": row["walltime"], "train_time": train_time})
+            if self._stop_requested and not last:
+                interrupted = True
+                progress.message(f"stopped after chunk {c + 1}: checkpoint written; "
+                                 f"continue with `diffrl train --resume {self.run_dir}`")
+                break
         self.state = state
         summary = {
             "env": cfg.env,
             "algo": cfg.algo,
             "num_seeds": cfg.num_seeds,
-            "env_steps": cfg.trained_env_steps,
+            "env_steps": row.get("env_steps", start * steps_per_chunk),
+            "interrupted": interrupted,
             "final": {k: v for k, v in row.items() if k.startswith("eval/")},
             "walltime_s": time.perf_counter() - wall0,
             "train_time_s": train_time,
-            "train_sps": cfg.num_seeds * cfg.trained_env_steps / max(train_time, 1e-9),
+            "train_sps": cfg.num_seeds * row.get("env_steps", 0) / max(train_time, 1e-9),
             **compile_times,
             "run_dir": str(self.run_dir),
         }
+        if not interrupted:
+            summary.update(self._finish(state))
         atomic_write_json(self.run_dir / "summary.json", summary)
-        progress.message(f"done: eval return {summary['final'].get('eval/episode_return', float('nan')):.2f} "
-                         f"after {cfg.trained_env_steps:,} env steps; run directory {self.run_dir}")
+        progress.message(f"{'interrupted' if interrupted else 'done'}: eval return "
+                         f"{summary['final'].get('eval/episode_return', float('nan')):.2f} after "
+                         f"{summary['env_steps']:,} env steps; run directory {self.run_dir}")
         return summary
