@@ -64,3 +64,30 @@ def test_help_documents_fields(capsys):
         main(["train", "--help"])
     text = capsys.readouterr().out
     assert "--total-env-steps" in text and "Parallel environments per seed" in text
+
+
+def test_eval_export_plot_on_a_run(tmp_path, capsys):
+    import jax
+    import numpy as np
+
+    import diffrl
+
+    out = tmp_path / "run"
+    assert main(["train", "--algo", "reppo", "--env", "gymnax/Pendulum-v1", "--total-env-steps", "2048",
+                 "--num-envs", "16", "--num-steps", "32", "--num-evals", "2", "--eval-envs", "4",
+                 "--reppo.num-minibatches", "4", "--reppo.num-epochs", "1", "--out", str(out),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out), "--episodes", "4", "--json", str(tmp_path / "e.json")]) == 0
+    text = capsys.readouterr().out
+    for sampler in ("mean", "sample", "best-of-k"):
+        assert sampler in text
+    results = json.loads((tmp_path / "e.json").read_text())
+    assert results["samplers"]["mean"]["episode_length"] == 200.0
+    assert main(["eval", str(out), "--sampler", "ode"]) == 2  # not offered by a Gaussian policy
+    assert main(["export", str(out), "--out", str(tmp_path / "pol")]) == 0
+    act = diffrl.load_policy(tmp_path / "pol")
+    action = act(np.zeros((5, 3), np.float32), jax.random.PRNGKey(0))
+    assert action.shape == (5, 1) and np.all(np.abs(action) <= 1)
+    assert main(["plot", str(out), "--out", str(tmp_path / "c.png"), "--x", "walltime"]) == 0
+    assert (tmp_path / "c.png").stat().st_size > 1000

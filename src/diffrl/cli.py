@@ -13,7 +13,10 @@ import sys
 USAGE = """usage: diffrl COMMAND [ARGS]
 
 commands:
-  train     train an agent (diffrl train --help lists every setting)
+  train     train an agent (diffrl train --help lists every setting; --resume RUN_DIR continues one)
+  eval      evaluate a trained run with one or more samplers (and render a video)
+  export    write a self-contained policy (diffrl.load_policy(DIR) -> act(obs, key))
+  plot      draw learning curves of one or more runs
   envs      list every available environment with observation and action sizes
   presets   list the named presets of tuned settings
 """
@@ -134,12 +137,24 @@ def cmd_presets(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "envs": cmd_envs, "presets": cmd_presets}
+def _lazy(name: str):
+    def run(argv: list[str]) -> int:
+        from diffrl import commands
+
+        return getattr(commands, name)(argv)
+
+    return run
+
+
+COMMANDS = {"train": cmd_train, "eval": _lazy("cmd_eval"), "export": _lazy("cmd_export"),
+            "plot": _lazy("cmd_plot"), "envs": cmd_envs, "presets": cmd_presets}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("MUJOCO_GL", "egl")
+    if argv and argv[0] == "eval" and "--video" in argv:
+        import diffrl.video  # noqa: F401  (must pick the GL backend before mujoco is imported)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0

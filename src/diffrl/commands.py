@@ -1,0 +1,131 @@
+"""``diffrl eval | export | plot``: use what a run directory holds.
+
+* ``diffrl eval RUN_DIR [--sampler S ...] [--episodes N] [--checkpoint latest|best] [--video PATH]``
+  restores a checkpoint and reports mean, std and length of N parallel episodes per sampler
+  (and renders a video headlessly for MuJoCo-based tasks);
+* ``diffrl export RUN_DIR --out DIR [--sampler S]`` writes a self-contained policy that
+  ``diffrl.load_policy(DIR)`` turns into ``act(obs, key) -> action``;
+* ``diffrl plot RUN_DIR [RUN_DIR ...] --out FIG.png [--x env_steps|walltime]`` draws
+  learning curves (mean and 95% bootstrap band across seeds and runs) per environment.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+
+
+def load_trained(run_dir: str | Path, checkpoint: str = "latest", **overrides):
+    """(trainer, restored train state) of a run directory; every leaf has a seeds axis."""
+    from diffrl.checkpoint import best_checkpoint, latest_valid_checkpoint, read_metadata, restore_checkpoint
+    from diffrl.core.run_dir import load_run_config
+    from diffrl.core.trainer import Trainer, seed_keys
+
+    config = load_run_config(run_dir)
+    config = dataclasses.replace(config, progress=False, **overrides)
+    path = best_checkpoint(run_dir) if checkpoint == "best" else latest_valid_checkpoint(run_dir)
+    if path is None:
+        raise FileNotFoundError(f"{run_dir}: no valid {checkpoint} checkpoint")
+    meta = read_metadata(path)
+    config = dataclasses.replace(config, chunk_iterations=meta.get("chunk_iterations"))
+    trainer = Trainer(config)
+    target = jax.jit(jax.vmap(trainer.components.init))(seed_keys(config.seed, config.num_seeds))
+    state = restore_checkpoint(path, target, expected_algo=config.algo, expected_env=config.env)
+    return trainer, state, meta
+
+
+def cmd_eval(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="diffrl eval", description="Evaluate a trained run.")
+    p.add_argument("run_dir")
+    p.add_argument("--sampler", action="append", default=None,
+                   help="evaluation sampler (repeatable); default: every sampler the algorithm offers")
+    p.add_argument("--episodes", type=int, default=64, help="parallel episodes per seed")
+    p.add_argument("--checkpoint", choices=("latest", "best"), default="latest")
+    p.add_argument("--seed", type=int, default=0, help="evaluation key")
+    p.add_argument("--video", default=None, help="write a GIF/MP4 of seed 0 with the first sampler")
+    p.add_argument("--video-steps", type=int, default=500)
+    p.add_argument("--json", default=None, help="also write the results as JSON")
+    args = p.parse_args(argv)
+    if args.episodes < 1:
+        p.error("--episodes must be >= 1")
+    trainer, state, meta = load_trained(args.run_dir, args.checkpoint, eval_envs=args.episodes)
+    samplers = args.sampler or list(trainer.algo.samplers)
+    unknown = [s for s in samplers if s not in trainer.algo.samplers]
+    if unknown:
+        print(f"diffrl eval: unknown sampler(s) {unknown}; {trainer.config.algo} offers "
+              f"{', '.join(trainer.algo.samplers)}", file=sys.stderr)
+        return 2
+    evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
+    keys = jax.random.split(jax.random.PRNGKey(args.seed), trainer.config.num_seeds)
+    results = {"run_dir": str(args.run_dir), "checkpoint_env_steps": meta.get("env_steps"), "samplers": {}}
+    print(f"{'sampler':12s} {'return':>10s} {'std':>9s} {'length':>8s}   ({args.episodes} episodes x "
+          f"{trainer.config.num_seeds} seed(s), checkpoint at {meta.get('env_steps'):,} env steps)")
+    for sampler in samplers:
+        out = jax.device_get(evaluate(state.algo, state.obs_stats, state.critic_obs_stats, keys, sampler))
+        row = {k: float(np.mean(v)) for k, v in out.items()}
+        results["samplers"][sampler] = row
+        print(f"{sampler:12s} {row['episode_return']:10.2f} {row['episode_return_std']:9.2f} "
+              f"{row['episode_length']:8.1f}" + (f"  behaviour entropy {row['behaviour_entropy']:.3f}"
+                                                 if "behaviour_entropy" in row else ""))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    if args.video:
+        _video(trainer, state, samplers[0], args)
+    return 0
+
+
+def _video(trainer, state, sampler: str, args) -> None:
+    import tempfile
+
+    from diffrl.export import export_from_train_state, load_policy
+    from diffrl.video import render_rollout, write_video
+
+    if sampler not in trainer.algo.policy.samplers:
+        sampler = trainer.algo.policy.samplers[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        export_from_train_state(tmp, trainer.algo, state, trainer.config, seed=0, sampler=sampler)
+        act = load_policy(tmp)
+        cfg = trainer.config
+        kwargs = {"backend": cfg.env_backend} if cfg.env.startswith("brax/") else {}
+        frames = render_rollout(cfg.env, act, jax.random.PRNGKey(args.seed), args.video_steps,
+                                episode_length=cfg.episode_length, **kwargs)
+    path = write_video(frames, args.video)
+    print(f"video: {len(frames)} frames -> {path}")
+
+
+def cmd_export(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="diffrl export", description="Export a trained policy.")
+    p.add_argument("run_dir")
+    p.add_argument("--out", required=True, help="directory to write")
+    p.add_argument("--sampler", default=None, help="default sampler stored with the policy")
+    p.add_argument("--checkpoint", choices=("latest", "best"), default="latest")
+    p.add_argument("--seed-index", type=int, default=0, help="which of the run's seeds to export")
+    args = p.parse_args(argv)
+    from diffrl.export import export_from_train_state
+
+    trainer, state, meta = load_trained(args.run_dir, args.checkpoint)
+    spec = trainer.eval_env.unwrapped.spec
+    out = export_from_train_state(args.out, trainer.algo, state, trainer.config, seed=args.seed_index,
+                                  sampler=args.sampler, extra={"action_low": list(spec.action_low),
+                                                               "action_high": list(spec.action_high),
+                                                               "env_steps": meta.get("env_steps")})
+    print(f"exported to {out}; load with diffrl.load_policy({str(out)!r})")
+    return 0
+
+
+def cmd_plot(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="diffrl plot", description="Plot learning curves of runs.")
+    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--out", required=True, help="figure file (png, pdf, svg)")
+    p.add_argument("--x", choices=("env_steps", "walltime"), default="env_steps")
+    p.add_argument("--y", default="eval/episode_return")
+    args = p.parse_args(argv)
+    from diffrl.plotting import plot_runs
+
+    print(f"wrote {plot_runs(args.run_dirs, args.out, x=args.x, y=args.y)}")
+    return 0
