@@ -172,3 +172,18 @@ def test_resaving_a_step_replaces_it_and_stale_temp_dirs_are_removed(tmp_path):
     path = save_checkpoint(tmp_path, 3, make_state(4), meta())
     assert not stale.exists()
     assert_bit_exact(restore_checkpoint(path, make_state(0)), make_state(4))
+
+
+def test_relative_run_directory(tmp_path, monkeypatch):
+    """Run directories are usually relative (runs/<name>); orbax needs absolute paths."""
+    import jax.numpy as jnp
+
+    from diffrl.checkpoint import latest_valid_checkpoint, restore_checkpoint, save_checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    state = {"w": jnp.arange(6.0).reshape(2, 3), "step": jnp.asarray(3, jnp.int32)}
+    save_checkpoint("runs/rel", 10, state, {"algo": "ppo", "env": "toy/X"})
+    path = latest_valid_checkpoint("runs/rel")
+    assert path is not None
+    restored = restore_checkpoint(path, state, expected_algo="ppo")
+    assert (restored["w"] == state["w"]).all() and int(restored["step"]) == 3

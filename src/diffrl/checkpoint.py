@@ -154,7 +154,8 @@ def save_checkpoint(
     step = int(step)
     if step < 0:
         raise ValueError(f"step must be non-negative (got {step})")
-    root = Path(run_dir) / CHECKPOINTS_DIR
+    # orbax (tensorstore) needs absolute paths; run directories are often relative (runs/...)
+    root = Path(run_dir).resolve() / CHECKPOINTS_DIR
     root.mkdir(parents=True, exist_ok=True)
     for stale in root.glob(".tmp-*"):  # left by a crash during an earlier save
         shutil.rmtree(stale, ignore_errors=True)
@@ -243,7 +244,7 @@ def read_metadata(path: str | Path) -> dict:
 
 def verify_checkpoint(path: str | Path) -> str | None:
     """``None`` if every file matches the manifest, else a sentence saying what is wrong."""
-    path = Path(path)
+    path = Path(path).resolve()
     try:
         manifest = json.loads((path / _MANIFEST_FILE).read_text())
         files = manifest["files"]
@@ -324,7 +325,7 @@ def restore_checkpoint(
     ``expected_algo``/``expected_env`` (when given), the files fail verification, or the
     leaves do not match the target.
     """
-    path = Path(path)
+    path = Path(path).resolve()
     meta = read_metadata(path)
     fmt = meta.get("format")
     if fmt != CHECKPOINT_FORMAT:
