@@ -45,6 +45,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from diffrl.core.run_dir import atomic_write_json
+
 CHECKPOINT_FORMAT = 1
 """Version of the on-disk layout; restoring a different version is refused."""
 
@@ -92,15 +94,6 @@ def _file_table(root: Path) -> dict[str, dict]:
         if p.is_file() and p.name != _MANIFEST_FILE:
             table[p.relative_to(root).as_posix()] = {"size": p.stat().st_size, "sha256": _sha256(p)}
     return table
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _checkpointer():
@@ -187,8 +180,8 @@ def save_checkpoint(
             ckptr.save(tmp / _STATE_DIR, args=ocp.args.StandardSave(arrays))
         else:
             (tmp / _STATE_DIR).mkdir()
-        _write_json(tmp / _METADATA_FILE, meta)
-        _write_json(tmp / _MANIFEST_FILE, {"format": CHECKPOINT_FORMAT, "files": _file_table(tmp)})
+        atomic_write_json(tmp / _METADATA_FILE, meta)
+        atomic_write_json(tmp / _MANIFEST_FILE, {"format": CHECKPOINT_FORMAT, "files": _file_table(tmp)})
         final = root / str(step)
         if final.exists():  # re-saving a step: swap, never leave the step missing a valid copy
             trash = root / f".tmp-old-{step}-{uuid.uuid4().hex[:8]}"
@@ -220,7 +213,7 @@ def _update_best(root: Path, step: int, metric: float | None) -> None:
     if best is not None and (root / str(best.get("step"))).is_dir() \
             and float(best.get("eval_return", -np.inf)) >= float(metric):
         return
-    _write_json(root / BEST_FILE, {"step": step, "path": str(step), "eval_return": float(metric)})
+    atomic_write_json(root / BEST_FILE, {"step": step, "path": str(step), "eval_return": float(metric)})
 
 
 def _prune(run_dir: Path, keep: int) -> None:

@@ -30,7 +30,7 @@ from flax import struct
 
 from diffrl.algos.base import Rollout
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
-from diffrl.algos.soft_critic import best_of_k, critic_batch, critic_step, soft_targets
+from diffrl.algos.soft_critic import SoftActorCritic, critic_batch, critic_step, soft_targets
 from diffrl.critics.categorical import CategoricalCritic
 from diffrl.envs.base import EnvSpec
 from diffrl.policies import AdjointMatchingPolicy, require
@@ -48,7 +48,7 @@ class AMDPState:
     dual_opt: Any
 
 
-class AMDP:
+class AMDP(SoftActorCritic):
     name = "amdp"
 
     def __init__(self, config, spec: EnvSpec, policy):
@@ -63,10 +63,6 @@ class AMDP:
         self.critic_optimizer = optax.chain(clip, optax.adam(self.c.critic_lr))
         self.dual_optimizer = optax.adam(self.c.actor_lr)
 
-    @property
-    def samplers(self) -> tuple[str, ...]:
-        return tuple(self.policy.samplers) + ("best-of-k",)
-
     def init(self, key, spec: EnvSpec) -> AMDPState:
         key_actor, key_critic = jax.random.split(key)
         actor = self.policy.init(key_actor, spec.obs_size)
@@ -75,19 +71,6 @@ class AMDP:
         log_lambda = jnp.asarray(math.log(self.policy.config.lambda_init), jnp.float32)
         return AMDPState(actor, critic, log_alpha, log_lambda, self.actor_optimizer.init(actor),
                          self.critic_optimizer.init(critic), self.dual_optimizer.init((log_alpha, log_lambda)))
-
-    def act(self, state: AMDPState, obs, key):
-        return self.policy.sample(state.actor_params, obs, key)
-
-    def q_value(self, critic_params, critic_obs, action):
-        return self.critic.apply(critic_params, critic_obs, action, method=CategoricalCritic.q_value)
-
-    def eval_action(self, state: AMDPState, obs, critic_obs, key, sampler):
-        if sampler == "best-of-k":
-            return best_of_k(lambda o, k: self.policy.sample(state.actor_params, o, k)[0],
-                             lambda co, a: self.q_value(state.critic_params, co, a),
-                             obs, critic_obs, key, self.c.best_of_k)
-        return self.policy.eval_action(state.actor_params, obs, key, sampler)
 
     def update(self, state: AMDPState, batch: Rollout, key):
         c = self.c

@@ -25,7 +25,7 @@ from flax import struct
 
 from diffrl.algos.base import Rollout
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
-from diffrl.algos.soft_critic import best_of_k, critic_batch, critic_step, soft_targets
+from diffrl.algos.soft_critic import SoftActorCritic, critic_batch, critic_step, soft_targets
 from diffrl.critics.categorical import CategoricalCritic
 from diffrl.envs.base import EnvSpec
 from diffrl.policies import PathwisePolicy, require
@@ -42,7 +42,7 @@ class REPPOState:
     critic_opt: Any
 
 
-class REPPO:
+class REPPO(SoftActorCritic):
     def __init__(self, config, spec: EnvSpec, policy, name: str = "reppo"):
         require(policy, PathwisePolicy, name)
         self.name = name
@@ -56,10 +56,6 @@ class REPPO:
         self.critic_optimizer = optax.chain(optax.clip_by_global_norm(self.c.max_grad_norm),
                                             optax.adam(self.c.critic_lr))
 
-    @property
-    def samplers(self) -> tuple[str, ...]:
-        return tuple(self.policy.samplers) + ("best-of-k",)
-
     def init(self, key, spec: EnvSpec) -> REPPOState:
         key_actor, key_critic = jax.random.split(key)
         actor = self.policy.init(key_actor, spec.obs_size)
@@ -70,18 +66,8 @@ class REPPO:
                           self.actor_optimizer.init((actor, log_alpha, log_beta)),
                           self.critic_optimizer.init(critic))
 
-    def act(self, state: REPPOState, obs, key):
-        return self.policy.sample(state.actor_params, obs, key)
 
-    def q_value(self, critic_params, critic_obs, action):
-        return self.critic.apply(critic_params, critic_obs, action, method=CategoricalCritic.q_value)
 
-    def eval_action(self, state: REPPOState, obs, critic_obs, key, sampler):
-        if sampler == "best-of-k":
-            return best_of_k(lambda o, k: self.policy.sample(state.actor_params, o, k)[0],
-                             lambda co, a: self.q_value(state.critic_params, co, a),
-                             obs, critic_obs, key, self.c.best_of_k)
-        return self.policy.eval_action(state.actor_params, obs, key, sampler)
 
     # -- update ---------------------------------------------------------------------
     def actor_loss(self, actor_vars, old_params, critic_params, mb, key):

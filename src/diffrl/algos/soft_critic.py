@@ -90,3 +90,29 @@ def best_of_k(sample_fn, q_fn, obs: jax.Array, critic_obs: jax.Array, key: jax.A
     q = q_fn(jnp.broadcast_to(critic_obs, (k,) + critic_obs.shape), actions)
     best = jnp.argmax(q, axis=0)
     return jnp.take_along_axis(actions, best[None, ..., None], axis=0)[0]
+
+
+class SoftActorCritic:
+    """What REPPO, TruDi and AMDP share besides the losses: acting with the policy, the
+    learned Q, and evaluation samplers (the policy's own plus best-of-K by Q).
+
+    Subclasses set ``self.policy``, ``self.critic`` (a CategoricalCritic) and ``self.c``
+    (REPPOConfig); their state has ``actor_params`` and ``critic_params``.
+    """
+
+    @property
+    def samplers(self) -> tuple[str, ...]:
+        return tuple(self.policy.samplers) + ("best-of-k",)
+
+    def act(self, state, obs, key):
+        return self.policy.sample(state.actor_params, obs, key)
+
+    def q_value(self, critic_params, critic_obs, action):
+        return self.critic.apply(critic_params, critic_obs, action, method=CategoricalCritic.q_value)
+
+    def eval_action(self, state, obs, critic_obs, key, sampler):
+        if sampler == "best-of-k":
+            return best_of_k(lambda o, k: self.policy.sample(state.actor_params, o, k)[0],
+                             lambda co, a: self.q_value(state.critic_params, co, a),
+                             obs, critic_obs, key, self.c.best_of_k)
+        return self.policy.eval_action(state.actor_params, obs, key, sampler)
