@@ -9,7 +9,7 @@ STAMP := $(VENV)/.diffrl-installed
 TRAIN_ARGS ?= --algo ppo --env playground/CartpoleSwingup
 PYTEST_ARGS ?=
 
-.PHONY: setup train test bench clean-venv
+.PHONY: setup train test render-deps clean-venv
 
 setup: $(STAMP)
 
@@ -20,7 +20,18 @@ $(STAMP): pyproject.toml requirements.lock
 	# playground 0.2.0 pins warp-lang (392 MB), which diffrl never uses (impl="jax").
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps playground==0.2.0
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
+	@$(MAKE) --no-print-directory render-deps
 	touch $(STAMP)
+
+# Headless video (diffrl eval --video) renders with MuJoCo through EGL (OSMesa as fallback).
+# Best effort: installs the system libraries when they are missing and apt-get is usable.
+render-deps:
+	@if ldconfig -p 2>/dev/null | grep -q 'libEGL.so.1'; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing libegl1 libgl1 libosmesa6 for headless rendering"; \
+	  (apt-get update -qq && apt-get install -y -qq libegl1 libgl1 libosmesa6 >/dev/null) || \
+	  echo "warning: could not install rendering libraries; videos need libegl1 or libosmesa6"; \
+	else echo "note: videos need the system packages libegl1 (or libosmesa6)"; fi
 
 train: setup
 	MUJOCO_GL=egl $(PY) -m diffrl.cli train $(TRAIN_ARGS)
