@@ -103,14 +103,22 @@ def adjoint_matching_loss(
       obs: (B, o); score: (B, d) clipped grad_x Q at the stored X_1; t: (B,); x_t: (B, d)
         bridge samples (``reference_sde.sample_bridge``); alpha: temperature (stop-gradient).
     """
+    u, target, weight = _regression_terms(u_fn, params, obs, score, t, x_t, alpha, ref, sigma_power)
+    loss = _weighted_matching(u, target, weight)
+    return loss, {"am/loss": loss, "am/control_norm": jnp.mean(jnp.linalg.norm(u, axis=-1))}
+
+
+def _regression_terms(u_fn, params, obs, score, t, x_t, alpha, ref, sigma_power):
+    """(u (B, d), target (B, d), weight (B,)) of the A4 regression at bridge samples."""
     alpha = sg(alpha)
     sigma_t = ref.sigma(t)
     target = sg(matching_target(score, sigma_t, alpha))
-    weight = matching_weight(sigma_t, alpha, sigma_power)
-    u = u_fn(params, x_t, obs, t)
-    per_sample = 0.5 * weight * jnp.sum((u - target) ** 2, axis=-1)
-    loss = jnp.mean(per_sample)
-    return loss, {"am/loss": loss, "am/control_norm": jnp.mean(jnp.linalg.norm(u, axis=-1))}
+    return u_fn(params, x_t, obs, t), target, matching_weight(sigma_t, alpha, sigma_power)
+
+
+def _weighted_matching(u: jax.Array, target: jax.Array, weight: jax.Array) -> jax.Array:
+    """mean_b 1/2 w_b ||u_b - target_b||^2."""
+    return jnp.mean(0.5 * weight * jnp.sum((u - target) ** 2, axis=-1))
 
 
 def drift_kl(u: jax.Array, u_old: jax.Array) -> jax.Array:
@@ -177,11 +185,7 @@ def trust_region_matching_loss(
     """
     if mode not in TRUST_REGIONS:
         raise ValueError(f"unknown trust region '{mode}'; choose from {TRUST_REGIONS}")
-    alpha = sg(alpha)
-    sigma_t = ref.sigma(t)
-    target = sg(matching_target(score, sigma_t, alpha))
-    weight = matching_weight(sigma_t, alpha, sigma_power)
-    u = u_fn(params, x_t, obs, t)
+    u, target, weight = _regression_terms(u_fn, params, obs, score, t, x_t, alpha, ref, sigma_power)
     u_old = sg(u_fn(old_params, x_t, obs, t))
     kl = drift_kl(u, u_old)
     gap = drift_kl(target, u_old)
@@ -189,12 +193,12 @@ def trust_region_matching_loss(
     if mode == "closed_form":
         lam_abs = closed_form_multiplier(weight, gap, kl_bound)
         blended = (weight[..., None] * target + lam_abs * u_old) / (weight + lam_abs)[..., None]
-        loss = jnp.mean(0.5 * (weight + lam_abs) * jnp.sum((u - blended) ** 2, axis=-1))
+        loss = _weighted_matching(u, blended, weight + lam_abs)
         target_kl = jnp.mean(drift_kl(blended, u_old))
         lam = lam_abs / mean_weight
     else:
         lam = jnp.exp(sg(jnp.asarray(log_lambda, jnp.float32))) if mode == "dual" else jnp.zeros(())
-        matching = jnp.mean(0.5 * weight * jnp.sum((u - target) ** 2, axis=-1))
+        matching = _weighted_matching(u, target, weight)
         loss = matching + lam * mean_weight * jnp.mean(kl)
         target_kl = jnp.mean(gap)
     metrics = {
