@@ -1,0 +1,119 @@
+"""Aggregate statistics for benchmark results: IQM and (stratified) bootstrap intervals.
+
+Follows the recommendations of Agarwal et al., "Deep Reinforcement Learning at the Edge
+of the Statistical Precipice" (NeurIPS 2021):
+
+* the **interquartile mean** (IQM, Sec. 4.3) is the mean of the middle 50% of all
+  scores pooled over tasks and runs; like ``scipy.stats.trim_mean(x, 0.25)`` it drops
+  ``floor(n / 4)`` scores from each end of the sorted scores (so with ``n`` not a
+  multiple of 4 slightly more than half are kept);
+* **percentile bootstrap** confidence intervals (Efron & Tibshirani 1993, ch. 13):
+  resample the runs with replacement, recompute the statistic, take the
+  ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the resampled statistics;
+* the **stratified bootstrap** (Sec. 4.2) resamples runs *within each task*, so every
+  resample keeps the task mix of the data (a task's runs never stand in for another's).
+
+Scores are normalised per task before pooling (:func:`normalize`), e.g. DM Control
+returns by their range [0, 1000].
+
+Everything is plain NumPy, deterministic given ``seed``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 2000
+
+
+def iqm(scores, axis: int | None = None) -> np.ndarray | float:
+    """Interquartile mean: mean after dropping ``floor(n/4)`` lowest and highest scores.
+
+    ``axis=None`` pools every score; otherwise the statistic is taken along ``axis``.
+    """
+    x = np.asarray(scores, np.float64)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    x = np.moveaxis(x, axis, -1)
+    n = x.shape[-1]
+    if n == 0:
+        raise ValueError("iqm of an empty set of scores")
+    cut = n // 4
+    kept = np.sort(x, axis=-1)[..., cut:n - cut]
+    out = kept.mean(axis=-1)
+    return float(out) if out.ndim == 0 else out
+
+
+def normalize(scores, low: float, high: float) -> np.ndarray:
+    """Scores mapped affinely so that ``low -> 0`` and ``high -> 1``."""
+    if not high > low:
+        raise ValueError(f"normalisation range must have high > low (got [{low}, {high}])")
+    return (np.asarray(scores, np.float64) - low) / (high - low)
+
+
+def _quantiles(resampled: np.ndarray, level: float) -> tuple[float, float]:
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(resampled, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def _check_level(level: float) -> None:
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"confidence level must be in (0, 1), got {level}")
+
+
+def stratified_bootstrap_ci(
+    groups: Sequence,
+    statistic: Callable[[np.ndarray], np.ndarray] = lambda x: iqm(x, axis=-1),
+    level: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(point estimate, low, high) of ``statistic`` over the pooled scores of ``groups``.
+
+    ``groups`` is one 1-D array of run scores per task (stratum; sizes may differ).
+    Each resample draws, for every task independently, as many runs as it has, with
+    replacement; ``statistic`` maps a (resamples, pooled runs) array to (resamples,)
+    and is applied to the pooled resampled scores (default: IQM).
+    """
+    _check_level(level)
+    groups = [np.asarray(g, np.float64).reshape(-1) for g in groups]
+    if not groups or any(len(g) == 0 for g in groups):
+        raise ValueError("stratified bootstrap needs at least one task with at least one run per task")
+    rng = np.random.default_rng(seed)
+    pooled = np.concatenate(groups)
+    parts = [g[rng.integers(0, len(g), size=(resamples, len(g)))] for g in groups]
+    resampled = np.asarray(statistic(np.concatenate(parts, axis=1)), np.float64)
+    point = float(np.asarray(statistic(pooled[None, :]), np.float64).reshape(-1)[0])
+    return (point, *_quantiles(resampled, level))
+
+
+def bootstrap_ci(
+    samples,
+    statistic: Callable[[np.ndarray], np.ndarray] = lambda x: np.mean(x, axis=-1),
+    level: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(point estimate, low, high): percentile bootstrap of ``statistic`` (default the mean)
+    over the 1-D ``samples`` (one task's runs: a stratified bootstrap with one stratum).
+    With a single sample the interval collapses to it."""
+    return stratified_bootstrap_ci([samples], statistic, level, resamples, seed)
+
+
+def mean_ci_along_last_axis(values, level: float = 0.95, resamples: int = DEFAULT_RESAMPLES,
+                            seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """values (points, runs) -> (mean, low, high), each (points,): a bootstrap interval of
+    the mean over runs at every point of a curve (the same resampled runs at every point,
+    so the band is that of whole curves)."""
+    _check_level(level)
+    values = np.asarray(values, np.float64)
+    if values.ndim != 2 or values.shape[1] == 0:
+        raise ValueError(f"expected a (points, runs) array with at least one run, got shape {values.shape}")
+    rng = np.random.default_rng(seed)
+    n = values.shape[1]
+    idx = rng.integers(0, n, size=(resamples, n))
+    means = values[:, idx].mean(axis=2)  # (points, resamples)
+    alpha = (1.0 - level) / 2.0
+    return values.mean(axis=1), np.quantile(means, alpha, axis=1), np.quantile(means, 1.0 - alpha, axis=1)

@@ -1,0 +1,105 @@
+"""IQM and bootstrap intervals against plain-Python computations and known distributions."""
+import numpy as np
+import pytest
+
+from diffrl.stats import (bootstrap_ci, iqm, mean_ci_along_last_axis, normalize,
+                          stratified_bootstrap_ci)
+
+
+def plain_iqm(values):
+    """The definition, written out: sort, drop floor(n/4) from each end, average the rest."""
+    ordered = sorted(float(v) for v in values)
+    cut = len(ordered) // 4
+    kept = ordered[cut:len(ordered) - cut]
+    return sum(kept) / len(kept)
+
+
+def test_iqm_matches_the_plain_definition():
+    assert iqm([1, 2, 3, 4, 5, 6, 7, 8]) == pytest.approx(4.5)  # mean of 3, 4, 5, 6
+    assert iqm([5.0]) == 5.0
+    assert iqm([1, 2, 3]) == pytest.approx(2.0)  # n < 4: nothing is dropped
+    rng = np.random.default_rng(0)
+    for n in (4, 5, 7, 10, 33, 100):
+        x = rng.standard_cauchy(n)
+        assert iqm(x) == pytest.approx(plain_iqm(x), rel=1e-12)
+    # pooled over a (runs, tasks) matrix, and per row along an axis
+    m = rng.normal(size=(6, 5))
+    assert iqm(m) == pytest.approx(plain_iqm(m.ravel()))
+    np.testing.assert_allclose(iqm(m, axis=1), [plain_iqm(row) for row in m])
+    with pytest.raises(ValueError, match="empty"):
+        iqm([])
+
+
+def test_iqm_ignores_outliers_that_move_the_mean():
+    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 1e6])
+    assert iqm(x) == pytest.approx(4.5) and np.mean(x) > 1e5
+
+
+def test_normalize():
+    np.testing.assert_allclose(normalize([0.0, 500.0, 1000.0], 0.0, 1000.0), [0.0, 0.5, 1.0])
+    np.testing.assert_allclose(normalize([-1200.0, 0.0], -1200.0, 0.0), [0.0, 1.0])
+    with pytest.raises(ValueError, match="high > low"):
+        normalize([1.0], 1.0, 1.0)
+
+
+def test_bootstrap_ci_covers_the_true_mean_at_about_the_nominal_rate():
+    rng = np.random.default_rng(1)
+    trials, n = 300, 30
+    covered = 0
+    for t in range(trials):
+        x = rng.exponential(2.0, n)  # skewed, true mean 2
+        _, lo, hi = bootstrap_ci(x, resamples=1000, seed=t)
+        covered += lo <= 2.0 <= hi
+    # percentile intervals under-cover slightly for small skewed samples; 95% nominal
+    assert 0.87 <= covered / trials <= 0.99
+
+
+def test_bootstrap_ci_shrinks_with_more_runs_like_one_over_sqrt_n():
+    rng = np.random.default_rng(2)
+    widths = {}
+    for n in (25, 400):
+        point, lo, hi = bootstrap_ci(rng.normal(0.0, 1.0, n))
+        assert lo <= point <= hi
+        widths[n] = hi - lo
+    assert widths[400] < widths[25]
+    assert widths[400] == pytest.approx(2 * 1.96 / 20, rel=0.25)  # normal theory: 2 * 1.96 / sqrt(n)
+
+
+def test_bootstrap_is_deterministic_given_the_seed():
+    x = np.random.default_rng(3).normal(size=12)
+    assert bootstrap_ci(x, seed=7) == bootstrap_ci(x, seed=7)
+    assert bootstrap_ci(x, seed=7) != bootstrap_ci(x, seed=8)
+    assert bootstrap_ci([4.0]) == (4.0, 4.0, 4.0)
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_ci(x, level=1.5)
+
+
+def test_stratified_bootstrap_keeps_each_tasks_share_of_the_runs():
+    # Task A's runs all score 0, task B's all score 1. Resampling within tasks keeps exactly
+    # half zeros and half ones in every resample, so the mean's interval is the single point
+    # 0.5; resampling the pooled runs would mix the tasks and give a wide interval.
+    groups = [np.zeros(5), np.ones(5)]
+    mean = lambda x: np.mean(x, axis=-1)  # noqa: E731
+    assert stratified_bootstrap_ci(groups, mean) == (0.5, 0.5, 0.5)
+    _, lo, hi = bootstrap_ci(np.concatenate(groups))
+    assert hi - lo > 0.3
+    # the default statistic is the IQM of the pooled scores
+    rng = np.random.default_rng(4)
+    groups = [rng.normal(i, 1.0, 8) for i in range(4)]
+    point, lo, hi = stratified_bootstrap_ci(groups)
+    assert point == pytest.approx(plain_iqm(np.concatenate(groups)))
+    assert lo < point < hi
+    with pytest.raises(ValueError, match="at least one run"):
+        stratified_bootstrap_ci([np.zeros(3), np.zeros(0)])
+
+
+def test_curve_band_is_the_mean_over_runs_with_an_interval_around_it():
+    rng = np.random.default_rng(5)
+    values = rng.normal(size=(6, 50)) + np.arange(6)[:, None]
+    mean, lo, hi = mean_ci_along_last_axis(values)
+    np.testing.assert_allclose(mean, values.mean(axis=1))
+    assert np.all(lo <= mean) and np.all(mean <= hi)
+    # about 2 * 1.96 / sqrt(50) = 0.55 wide for unit-variance runs
+    assert np.all((hi - lo > 0.35) & (hi - lo < 0.8))
+    mean, lo, hi = mean_ci_along_last_axis(np.array([[1.0], [2.0]]))
+    np.testing.assert_array_equal(lo, hi)
