@@ -272,6 +272,9 @@ def main(argv=None) -> int:
     except SuiteInterrupted as e:
         print(f"[suite] {e}", file=sys.stderr)
         return 130
+    except ValueError as e:  # e.g. OUT holds runs made with other settings
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"[suite] {len(programs)} programs ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}) "
           f"in {time.perf_counter() - t0:.0f} s; records in {out / 'runs'}", file=sys.stderr)
     if not args.no_aggregate:
