@@ -140,7 +140,8 @@ def markdown(stats: dict) -> str:
         for algo in algos:
             r = cells.get((task, algo))
             row.append("—" if r is None else
-                       f"{r['mean']:.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}] ({r['seeds']}, {r['final_env_steps']:,})")
+                       f"{r['mean']:.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}] "
+                       f"({r['seeds']}, {r['final_env_steps']:,})")
         lines.append(f"| {task} | " + " | ".join(row) + " |")
     lines += ["", f"Normalised score over all tasks and seeds [{pct}% stratified bootstrap CI]", "",
               "| algo | tasks | runs | IQM | mean |", "|---|---|---|---|---|"]

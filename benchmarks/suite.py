@@ -162,7 +162,8 @@ def describe_plan(programs) -> str:
                      f"{c.num_chunks * c.iterations_per_chunk} | {c.num_chunks} | {c.trained_env_steps:,} |")
     steps = {c.trained_env_steps for _, _, c in programs}
     if len(steps) > 1:
-        lines.append(f"\nNote: trained env steps differ between programs ({', '.join(f'{s:,}' for s in sorted(steps))}):"
+        listed = ", ".join(f"{s:,}" for s in sorted(steps))
+        lines.append(f"\nNote: trained env steps differ between programs ({listed}):"
                      " the budget is not a whole number of chunks for every batch size.")
     return "\n".join(lines)
 

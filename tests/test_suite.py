@@ -34,8 +34,9 @@ def test_suite_trains_writes_one_record_per_seed_resumes_and_aggregates(tmp_path
     ppo = {r["seed"]: r for r in records}
     assert ppo[0]["returns"][1:] != ppo[1]["returns"][1:]
     # the records agree with the trainer's per-seed log
-    rows = [json.loads(line) for line in (out / "train" / "toy_MirrorGoals--ppo" / "metrics.jsonl").read_text().splitlines()]
-    assert [row["eval/seed_returns"][1] for row in rows if "eval/seed_returns" in row] == pytest.approx(ppo[1]["returns"])
+    log = (out / "train" / "toy_MirrorGoals--ppo" / "metrics.jsonl").read_text().splitlines()
+    logged = [row["eval/seed_returns"][1] for row in map(json.loads, log) if "eval/seed_returns" in row]
+    assert logged == pytest.approx(ppo[1]["returns"])
 
     # aggregate ran: its per-task mean is the mean of the records' final returns
     stats = json.loads((out / "aggregate" / "aggregate.json").read_text())
