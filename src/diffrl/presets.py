@@ -98,6 +98,16 @@ PRESETS.update({
         "reppo.num_minibatches": 8, "reppo.num_epochs": 4, "critic.vmin": -50.0, "critic.vmax": 50.0,
         "critic.hidden": 128, "gaussian.hidden": (64, 64), "num_evals": 5,
     },
+    # toy/BimodalBandit: a fixed temperature (alpha = 0.1), so the max-entropy optimum
+    # exp(Q / alpha) is a known two-peaked distribution (peaks of std ~0.03 at +-0.5); a critic
+    # support matched to rewards in [0, 1] (the -50..50 of reppo-toy is 1.5 bins wide there);
+    # more and larger steps per sample (one-step episodes carry little data per step).
+    "reppo-bandit": {
+        "algo": "reppo", "total_env_steps": 60_000, "num_envs": 64, "num_steps": 16,
+        "reppo.num_minibatches": 8, "reppo.num_epochs": 8, "reppo.actor_lr": 1e-3, "reppo.critic_lr": 1e-3,
+        "reppo.learn_alpha": False, "reppo.ent_start": 0.1, "critic.vmin": -1.0, "critic.vmax": 2.0,
+        "critic.hidden": 128, "gaussian.hidden": (64, 64), "num_evals": 5, "eval_envs": 128,
+    },
 })
 
 
@@ -134,8 +144,8 @@ def _diffusion_variant(family: str, base: dict[str, Any], cpu: bool) -> dict[str
 
 for _family in _DIFFUSION_FAMILIES:
     for _name in ("dmc-small", "dmc-medium", "dmc-large", "humanoid-small", "humanoid-large",
-                  "dmc-cpu", "gymnax", "toy"):
-        _cpu = _name in ("dmc-cpu", "gymnax", "toy")
+                  "dmc-cpu", "gymnax", "toy", "bandit"):
+        _cpu = _name in ("dmc-cpu", "gymnax", "toy", "bandit")
         PRESETS[f"{_family}-{_name}"] = _diffusion_variant(_family, PRESETS[f"reppo-{_name}"], _cpu)
 
 
@@ -144,7 +154,9 @@ def suite(env: str) -> str:
 
 
 def default_preset(algo: str, env: str) -> str | None:
-    """Tuned defaults chosen by algorithm and environment family."""
+    """Tuned defaults chosen by algorithm and environment family (or task)."""
+    if env == "toy/BimodalBandit" and (algo == "reppo" or algo in _DIFFUSION_FAMILIES):
+        return f"{algo}-bandit"
     s = suite(env)
     table = {
         ("ppo", "playground"): "ppo-dmc-cpu",

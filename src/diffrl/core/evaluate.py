@@ -4,9 +4,12 @@ Each of ``eval_envs`` environments runs exactly one episode (from a fresh reset,
 step counter 0, no auto-reset) for at most ``episode_length`` steps; returns are the
 environment's unscaled rewards. For tasks that define behaviour modes
 (``spec.modes > 0``, e.g. toy/MirrorGoals), the mode each episode ends in is read
-from ``info["mode"]`` and summarised by the normalised entropy of the mode histogram,
-``eval/behaviour_entropy`` in [0, 1] (0 = every episode takes the same mode,
-1 = modes taken equally often).
+from ``info["mode"]`` (-1 = reached no mode) and summarised by the normalised entropy
+of the histogram of reached modes, ``eval/behaviour_entropy`` in [0, 1] (0 = every
+episode that reached a mode took the same one, 1 = modes taken equally often), and by
+``eval/mode_reached``, the fraction of episodes that reached any mode. A policy that
+keeps several optima has both high; one that hedges between them has a low
+``mode_reached``; one that collapsed has entropy 0.
 """
 from __future__ import annotations
 
@@ -63,7 +66,7 @@ def make_evaluate(config, eval_env, algo) -> Callable:
             return (nxt, alive, ret, steps, mode), None
 
         init = (state, jnp.ones((n,), bool), jnp.zeros((n,)), jnp.zeros((n,), jnp.int32),
-                jnp.zeros((n,), jnp.int32))
+                jnp.full((n,), -1, jnp.int32))
         (_, _, ret, steps, mode), _ = jax.lax.scan(step, init, jax.random.split(key_run, length))
         out = {
             "episode_return": jnp.mean(ret),
@@ -71,7 +74,9 @@ def make_evaluate(config, eval_env, algo) -> Callable:
             "episode_length": jnp.mean(steps.astype(jnp.float32)),
         }
         if spec.modes:
-            out["behaviour_entropy"] = behaviour_entropy(mode, spec.modes)
+            reached = mode >= 0
+            out["behaviour_entropy"] = behaviour_entropy(mode, spec.modes, reached)
+            out["mode_reached"] = jnp.mean(reached.astype(jnp.float32))
         return out
 
     return evaluate

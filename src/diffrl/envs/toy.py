@@ -4,7 +4,11 @@ They exist to show (and test) what an expressive policy buys: a unimodal Gaussia
 policy that hedges between two optimal actions lands in the valley between them,
 while a diffusion policy can put mass on both. Both tasks report
 ``info['mode']`` (int32) so an evaluator can count which mode each episode chose,
-and ``spec.modes == 2``.
+and ``spec.modes == 2``: the index of the optimum the agent *reached* (within
+``mode_radius``), or -1 when it reached none. Counting only reached modes is what
+separates a policy that takes both optima from one that hedges between them: a wide
+Gaussian centred between the goals picks a side at random too, but mostly lands in
+the valley, which counts as no mode.
 
 * ``toy/MirrorGoals``: a 2-D point mass starts at rest at the origin; goals sit at
   ``(-g, 0)`` (mode 0) and ``(+g, 0)`` (mode 1). Reward per step is
@@ -42,6 +46,8 @@ class MirrorGoalsConfig:
     """``width`` of the Gaussian goal reward ``exp(-d^2 / width)``."""
     action_cost: float = 0.01
     """Weight of the quadratic action cost (actions in [-1, 1])."""
+    mode_radius: float = 0.3
+    """A goal counts as reached (``info['mode']``) within this distance."""
     episode_length: int = 40
     """Steps until truncation."""
 
@@ -50,8 +56,8 @@ class MirrorGoals:
     """2-D point mass with two mirror-image goals (see module docstring).
 
     obs = (x, y, vx, vy); action = acceleration / max_acceleration in [-1, 1]^2.
-    ``info``: ``mode`` (int32, index of the nearest goal; ties -> 0) and
-    ``goal_distance`` (float32, distance to the nearest goal).
+    ``info``: ``mode`` (int32, index of the nearest goal if within ``mode_radius``,
+    else -1; ties -> 0) and ``goal_distance`` (float32, distance to the nearest goal).
     """
 
     def __init__(self, config: MirrorGoalsConfig = MirrorGoalsConfig()):
@@ -72,8 +78,10 @@ class MirrorGoals:
     def _info(self, position: jax.Array) -> dict:
         distances = jnp.linalg.norm(position - self.goals, axis=-1)
         # Nearest goal; at exact ties (x == 0) argmin picks mode 0.
+        nearest = jnp.argmin(distances).astype(jnp.int32)
+        reached = jnp.min(distances) < self.config.mode_radius
         return {
-            "mode": jnp.argmin(distances).astype(jnp.int32),
+            "mode": jnp.where(reached, nearest, -1).astype(jnp.int32),
             "goal_distance": jnp.min(distances).astype(jnp.float32),
         }
 
@@ -114,12 +122,15 @@ class BimodalBanditConfig:
     """``c``: the two optimal actions are -c and +c."""
     width: float = 0.1
     """``s``: standard deviation of each Gaussian bump."""
+    mode_radius: float = 0.2
+    """An action within this distance of a peak counts as taking that mode."""
 
 
 class BimodalBandit:
     """One-step bandit with two equal reward peaks (see module docstring).
 
-    ``info['mode']`` is 0 if the action was negative, else 1 (0 after a reset).
+    ``info['mode']`` is 0 if the action is within ``mode_radius`` of -c, 1 if within
+    ``mode_radius`` of +c, else -1 (also -1 after a reset).
     """
 
     def __init__(self, config: BimodalBanditConfig = BimodalBanditConfig()):
@@ -142,12 +153,18 @@ class BimodalBandit:
         bump = lambda center: jnp.exp(-jnp.square(a - center) / (2.0 * s * s))
         return bump(c) + bump(-c)
 
+    def mode(self, action: jax.Array) -> jax.Array:
+        """Mode of an action (..., 1) -> (...) int32: 0 near -c, 1 near +c, else -1."""
+        a = action[..., 0]
+        c, r = self.config.peak, self.config.mode_radius
+        return jnp.where(jnp.abs(a + c) < r, 0, jnp.where(jnp.abs(a - c) < r, 1, -1)).astype(jnp.int32)
+
     def reset(self, key: jax.Array) -> EnvState:
         del key
         return EnvState.create(
             inner=jnp.zeros((), jnp.int32),
             obs=jnp.ones((1,), jnp.float32),
-            info={"mode": jnp.zeros((), jnp.int32)},
+            info={"mode": jnp.full((), -1, jnp.int32)},
         )
 
     def step(self, state: EnvState, action: jax.Array) -> EnvState:
@@ -161,5 +178,5 @@ class BimodalBandit:
             final_critic_obs=obs,
             reward=self.reward(action).astype(jnp.float32),
             terminated=jnp.ones((), jnp.bool_),
-            info={"mode": (action[0] >= 0.0).astype(jnp.int32)},
+            info={"mode": self.mode(action)},
         )
