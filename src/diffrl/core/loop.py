@@ -42,6 +42,7 @@ class Components:
     """The pure pieces a run is made of (all closures over static config)."""
 
     init: Callable[[jax.Array], TrainState]
+    rollout: Callable[[TrainState, jax.Array], tuple]
     iteration: Callable[[TrainState], tuple[TrainState, dict]]
     chunk: Callable[[TrainState], tuple[TrainState, dict]]
     spec: EnvSpec
@@ -143,7 +144,7 @@ def make_components(config, env, algo: Algorithm) -> Components:
         """``iterations_per_chunk`` iterations; metrics stacked along a leading axis."""
         return jax.lax.scan(lambda s, _: iteration(s), ts, None, length=config.iterations_per_chunk)
 
-    return Components(init=init, iteration=iteration, chunk=chunk, spec=spec)
+    return Components(init=init, rollout=rollout, iteration=iteration, chunk=chunk, spec=spec)
 
 
 def make_train(config) -> Callable[[jax.Array], tuple[TrainState, dict]]:

@@ -54,6 +54,19 @@ def make_mesh(num_devices: int | None = None) -> Mesh:
     return Mesh(np.array(devices[:n]), (BATCH_AXIS,), axis_types=(AxisType.Auto,))
 
 
+def local_mesh() -> Mesh:
+    """A mesh of this process's first device: for host-side work of one process (export)."""
+    return Mesh(np.array(jax.local_devices()[:1]), (BATCH_AXIS,), axis_types=(AxisType.Auto,))
+
+
+def wait_for_all_processes(name: str) -> None:
+    """Barrier across the processes of a multi-process run (no-op with one process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
 def _active() -> bool:
     mesh = jax.sharding.get_abstract_mesh()
     return not mesh.empty and BATCH_AXIS in mesh.axis_names

@@ -30,7 +30,7 @@ from diffrl.core.evaluate import make_evaluate
 from diffrl.core.loggers import JsonlLogger, MultiLogger, TensorBoardLogger, WandbLogger
 from diffrl.core.loop import TrainState, make_components
 from diffrl.core.run_dir import atomic_write_json, default_run_dir, write_run_record
-from diffrl.core.sharding import initialize_distributed, make_mesh, matmul_precision, state_shardings, to_host
+from diffrl.core.sharding import initialize_distributed, local_mesh, make_mesh, matmul_precision, state_shardings, to_host, wait_for_all_processes
 
 
 class _Silent:
@@ -142,7 +142,9 @@ class Trainer:
                 self._truncate_metrics(int(self._resume[1]["chunk"]) * cfg.iterations_per_chunk * cfg.batch_size)
         if not self.is_main:  # other processes compute; process 0 writes
             with jax.set_mesh(self.mesh), matmul_precision(cfg.matmul_precision):
-                return self._run(MultiLogger([]), _Silent())
+                summary = self._run(MultiLogger([]), _Silent())
+            wait_for_all_processes("diffrl-run-finished")  # until process 0 has written everything
+            return summary
         record = write_run_record(self.run_dir, cfg, {"algorithm": cfg.algo, "samplers": list(self.samplers)})
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
@@ -161,7 +163,9 @@ class Trainer:
         progress = Progress(cfg, enabled=cfg.progress)
         try:
             with jax.set_mesh(self.mesh), matmul_precision(cfg.matmul_precision):
-                return self._run(logger, progress)
+                summary = self._run(logger, progress)
+            wait_for_all_processes("diffrl-run-finished")
+            return summary
         finally:
             progress.close()
             logger.close()
@@ -215,6 +219,12 @@ class Trainer:
 
     def _finish(self, state) -> dict:
         """Export seed 0's policy and draw the learning curve (best effort, reported)."""
+        if jax.process_count() > 1:  # host-side work of process 0 alone: not on the global mesh
+            with jax.set_mesh(local_mesh()):
+                return self._finish_here(state)
+        return self._finish_here(state)
+
+    def _finish_here(self, state) -> dict:
         out = {}
         try:
             from diffrl.export import export_from_train_state
@@ -302,10 +312,12 @@ class Trainer:
             **compile_times,
             "run_dir": str(self.run_dir),
         }
+        if jax.process_count() > 1:  # gathering the env state is a collective: every process joins
+            state = to_host(state)
         if not self.is_main:
             return summary
         if not interrupted:
-            summary.update(self._finish(state if jax.process_count() == 1 else to_host(state)))
+            summary.update(self._finish(state))
         atomic_write_json(self.run_dir / "summary.json", summary)
         progress.message(f"{'interrupted' if interrupted else 'done'}: eval return "
                          f"{summary['final'].get('eval/episode_return', float('nan')):.2f} after "
