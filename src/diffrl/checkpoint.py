@@ -99,7 +99,15 @@ def _file_table(root: Path) -> dict[str, dict]:
 def _checkpointer():
     import orbax.checkpoint as ocp  # lazy: slow import
 
-    return ocp, ocp.Checkpointer(ocp.StandardCheckpointHandler())
+    if jax.process_count() == 1:
+        return ocp, ocp.Checkpointer(ocp.StandardCheckpointHandler())
+    # Multi-process run: the trainer gathers the state to the host and process 0 writes
+    # alone (every process reads on resume), so orbax must not wait for its peers.
+    me = jax.process_index()
+    alone = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me},
+                                               barrier_sync_key_prefix=f"diffrl{me}")
+    return ocp, ocp.Checkpointer(ocp.StandardCheckpointHandler(multiprocessing_options=alone),
+                                 multiprocessing_options=alone)
 
 
 def _jsonable_config(config: Any) -> Any:

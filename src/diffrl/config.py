@@ -79,6 +79,22 @@ class TrainConfig:
     continued run compiles the same chunk)."""
     resume: str | None = None
     """Run directory to continue from its latest valid checkpoint (use `diffrl train --resume`)."""
+    num_devices: int | None = None
+    """Devices the environment batch is split over (data parallel; parameters replicated,
+    gradients averaged). None = every device JAX sees (`jax.device_count()`, all processes).
+    Must divide --num-envs. On a CPU, `XLA_FLAGS=--xla_force_host_platform_device_count=N`
+    makes N devices."""
+    matmul_precision: str = "default"
+    """Matrix-multiply precision: default (the backend's fastest, e.g. TF32 on recent GPUs),
+    high (bf16_3x/TF32-class), highest (full float32). No effect on CPUs."""
+    coordinator_address: str | None = None
+    """Multi-host: host:port of process 0; set it to call `jax.distributed.initialize`
+    (also read from DIFFRL_COORDINATOR_ADDRESS). Every process runs the same command."""
+    num_processes: int | None = None
+    """Multi-host: number of processes (None: DIFFRL_NUM_PROCESSES or JAX's cluster detection)."""
+    process_id: int | None = None
+    """Multi-host: this process's index in [0, num_processes) (None: DIFFRL_PROCESS_ID or
+    JAX's cluster detection)."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """PPO settings (used when --algo ppo)."""
     reppo: REPPOConfig = field(default_factory=REPPOConfig)
@@ -120,6 +136,38 @@ class TrainConfig:
     def replace(self, **changes: Any) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
 
+    def _device_errors(self) -> list[str]:
+        """Problems with --num-devices, --matmul-precision and the multi-host fields."""
+        from diffrl.core.sharding import MATMUL_PRECISIONS
+
+        errors = []
+        if self.matmul_precision not in MATMUL_PRECISIONS:
+            errors.append(f"--matmul-precision must be one of {', '.join(MATMUL_PRECISIONS)} "
+                          f"(got {self.matmul_precision!r})")
+        if self.num_processes is not None and self.num_processes < 1:
+            errors.append(f"--num-processes must be positive (got {self.num_processes})")
+        if self.process_id is not None and (self.process_id < 0 or (
+                self.num_processes is not None and self.process_id >= self.num_processes)):
+            errors.append(f"--process-id must be in [0, num_processes) (got {self.process_id})")
+        if self.num_devices is not None and self.num_devices < 1:
+            errors.append(f"--num-devices must be positive (got {self.num_devices})")
+            return errors
+        import jax  # the device count: after jax.distributed.initialize in multi-host runs
+
+        available = jax.device_count()
+        devices = available if self.num_devices is None else self.num_devices
+        if devices > available:
+            errors.append(f"--num-devices {devices} but only {available} {jax.devices()[0].platform} "
+                          f"device(s) are available")
+        elif jax.process_count() > 1 and devices != available:
+            errors.append(f"--num-devices {devices}: a multi-process run uses every device "
+                          f"({available}); leave it unset")
+        if self.num_envs > 0 and self.num_envs % devices:
+            hint = "" if self.num_devices is not None else " (it defaults to every device; set --num-devices)"
+            errors.append(f"--num-envs ({self.num_envs}) must be divisible by the number of devices "
+                          f"({devices}){hint}")
+        return errors
+
     def validate(self) -> None:
         """Raise ConfigError listing every problem found."""
         errors: list[str] = []
@@ -154,5 +202,6 @@ class TrainConfig:
                 errors.extend(self.ppo.batch_errors(self.batch_size))
             elif self.algo in ("reppo", "trudi", "amdp", "amdp-backprop"):
                 errors.extend(self.reppo.batch_errors(self.batch_size))
+        errors.extend(self._device_errors())
         if errors:
             raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(errors))

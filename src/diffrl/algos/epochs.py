@@ -1,10 +1,19 @@
-"""Minibatch epochs over a flattened rollout: the SGD driver shared by all algorithms."""
+"""Minibatch epochs over a flattened rollout: the SGD driver shared by all algorithms.
+
+Under a device mesh (``diffrl.core.sharding``) the data is replicated once (one
+all-gather of the rollout per update) and every minibatch, gathered with the global
+permutation, is split over the devices: the permutation does not depend on the device
+count, so results match one device, and each device computes its share of every
+minibatch's loss (XLA all-reduces the gradient means).
+"""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+
+from diffrl.core.sharding import replicate, shard_env_axis
 
 
 def flatten_time_batch(tree: Any) -> Any:
@@ -28,10 +37,11 @@ def minibatch_epochs(
     """
     n = jax.tree_util.tree_leaves(data)[0].shape[0]
     size = n // num_minibatches
+    data = replicate(data)
 
     def one_step(carry, inputs):
         idx, key_step = inputs
-        batch = jax.tree_util.tree_map(lambda x: x[idx], data)
+        batch = shard_env_axis(jax.tree_util.tree_map(lambda x: x[idx], data))
         return step_fn(carry, batch, key_step)
 
     def one_epoch(carry, key_epoch):

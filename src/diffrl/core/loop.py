@@ -5,6 +5,10 @@ An *iteration* is a rollout of ``num_steps`` steps in ``num_envs`` environments
 update. A *chunk* is ``iterations_per_chunk`` iterations in one ``lax.scan``: the
 unit the host loop (``diffrl.core.trainer``) compiles once and calls repeatedly.
 Everything here is pure, so ``train`` can be jitted and vmapped over seeds.
+
+Sharding (``diffrl.core.sharding``): traced under a device mesh, every per-env array
+(env state, rollout) is constrained to be split along its env axis over the mesh and
+everything else is left replicated; outside a mesh the constraints are no-ops.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from diffrl.algos.base import Algorithm, Rollout
+from diffrl.core.sharding import shard_env_axis
 from diffrl.envs.base import EnvSpec, EnvState
 from diffrl.normalization import RunningStats, init_stats, normalize, update_stats
 
@@ -37,6 +42,7 @@ class Components:
     """The pure pieces a run is made of (all closures over static config)."""
 
     init: Callable[[jax.Array], TrainState]
+    rollout: Callable[[TrainState, jax.Array], tuple]
     iteration: Callable[[TrainState], tuple[TrainState, dict]]
     chunk: Callable[[TrainState], tuple[TrainState, dict]]
     spec: EnvSpec
@@ -66,8 +72,8 @@ def make_components(config, env, algo: Algorithm) -> Components:
 
     def init(key: jax.Array) -> TrainState:
         key, key_algo, key_env, key_counters = jax.random.split(key, 4)
-        env_state = env.reset(jax.random.split(key_env, num_envs))
-        env_state = randomize_step_counters(env_state, key_counters, episode_length)
+        env_state = shard_env_axis(env.reset(shard_env_axis(jax.random.split(key_env, num_envs))))
+        env_state = shard_env_axis(randomize_step_counters(env_state, key_counters, episode_length))
         # Statistics start from the first reset batch (REPPO's NormalizeVec).
         obs_stats = update_stats(init_stats(spec.obs_size), env_state.obs)
         critic_stats = update_stats(init_stats(spec.critic_size), env_state.critic_obs)
@@ -82,10 +88,11 @@ def make_components(config, env, algo: Algorithm) -> Components:
 
     def rollout(ts: TrainState, key: jax.Array):
         def step(env_state: EnvState, key_step):
+            env_state = shard_env_axis(env_state)
             obs = normalise_obs(ts.obs_stats, env_state.obs, config)
             critic_obs = normalise_obs(ts.critic_obs_stats, env_state.critic_obs, config)
             action, aux = algo.act(ts.algo, obs, key_step)
-            nxt = env.step(env_state, action)
+            nxt = shard_env_axis(env.step(env_state, action))
             transition = Rollout(
                 obs=obs,
                 critic_obs=critic_obs,
@@ -100,11 +107,11 @@ def make_components(config, env, algo: Algorithm) -> Components:
             episode = (nxt.info["returned_episode"], nxt.info["returned_episode_return"],
                        nxt.info["returned_episode_length"])
             raw = (env_state.obs, env_state.critic_obs, nxt.reward)
-            return nxt, (transition, episode, raw)
+            return nxt, shard_env_axis((transition, episode, raw))
 
-        env_state, (batch, episode, raw) = jax.lax.scan(
-            step, ts.env_state, jax.random.split(key, num_steps))
-        return env_state, batch, episode, raw
+        env_state, outputs = jax.lax.scan(step, ts.env_state, jax.random.split(key, num_steps))
+        batch, episode, raw = shard_env_axis(outputs, axis=1)  # (T, B, ...): B split over devices
+        return shard_env_axis(env_state), batch, episode, raw
 
     def iteration(ts: TrainState) -> tuple[TrainState, dict]:
         key, key_rollout, key_update = jax.random.split(ts.key, 3)
@@ -137,7 +144,7 @@ def make_components(config, env, algo: Algorithm) -> Components:
         """``iterations_per_chunk`` iterations; metrics stacked along a leading axis."""
         return jax.lax.scan(lambda s, _: iteration(s), ts, None, length=config.iterations_per_chunk)
 
-    return Components(init=init, iteration=iteration, chunk=chunk, spec=spec)
+    return Components(init=init, rollout=rollout, iteration=iteration, chunk=chunk, spec=spec)
 
 
 def make_train(config) -> Callable[[jax.Array], tuple[TrainState, dict]]:

@@ -3,6 +3,11 @@
 All learning happens in the pure, compiled chunk of ``diffrl.core.loop``; this
 file only moves data to the host between chunks. Seeds are vmapped: every array in
 the train state has a leading ``num_seeds`` axis here.
+
+Everything is traced under the device mesh of ``--num-devices`` (``core.sharding``):
+the env state is split over the devices along its env axis, the rest replicated. In a
+multi-process run every process runs this loop (the compiled chunks are one global
+program); only process 0 writes the run directory.
 """
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from diffrl.config import TrainConfig
 from diffrl.core.build import build
@@ -23,6 +30,20 @@ from diffrl.core.evaluate import make_evaluate
 from diffrl.core.loggers import JsonlLogger, MultiLogger, TensorBoardLogger, WandbLogger
 from diffrl.core.loop import TrainState, make_components
 from diffrl.core.run_dir import atomic_write_json, default_run_dir, write_run_record
+from diffrl.core.sharding import initialize_distributed, local_mesh, make_mesh, matmul_precision, state_shardings, to_host, wait_for_all_processes
+
+
+class _Silent:
+    """Progress reporting of the processes that do not write (all but process 0)."""
+
+    def message(self, text: str) -> None:
+        pass
+
+    def update(self, row: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class NonFiniteError(FloatingPointError):
@@ -58,7 +79,11 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, progress_fn: Callable[[dict], None] | None = None):
         self.config = config
-        self.env, self.algo, self.eval_env = build(config)  # validates first
+        # Before anything touches a device: a multi-process run joins its peers first.
+        initialize_distributed(config.coordinator_address, config.num_processes, config.process_id)
+        self.env, self.algo, self.eval_env = build(config)  # validates first (device count included)
+        self.mesh = make_mesh(config.num_devices)
+        self.is_main = jax.process_index() == 0
         self.components = make_components(config, self.env, self.algo)
         self.evaluate = make_evaluate(config, self.eval_env, self.algo)
         self.samplers = tuple(config.eval_samplers) or (self.algo.samplers[0],)
@@ -74,23 +99,31 @@ class Trainer:
         self._stop_requested = True
 
     # -- compiled functions ------------------------------------------------------
+    def _replicated(self, x):
+        """A host value as a global array replicated on every device of the mesh."""
+        return jax.device_put(np.asarray(x), NamedSharding(self.mesh, P()))
+
     def _compile(self, keys):
         t0 = time.perf_counter()
-        init = jax.jit(jax.vmap(self.components.init))
+        keys = self._replicated(keys)
+        self.shardings = state_shardings(jax.eval_shape(jax.vmap(self.components.init), keys), self.mesh, True)
+        init = jax.jit(jax.vmap(self.components.init), out_shardings=self.shardings)
         state = init(keys)
         jax.block_until_ready(state)
         t_init = time.perf_counter() - t0
         t0 = time.perf_counter()
-        chunk = jax.jit(jax.vmap(self.components.chunk), donate_argnums=0).lower(state).compile()
+        chunk = jax.jit(jax.vmap(self.components.chunk), in_shardings=(self.shardings,),
+                        out_shardings=(self.shardings, NamedSharding(self.mesh, P())),
+                        donate_argnums=0).lower(state).compile()
         t_chunk = time.perf_counter() - t0
         evaluate = jax.jit(jax.vmap(self.evaluate, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
         return state, chunk, evaluate, {"compile/init_s": t_init, "compile/chunk_s": t_chunk}
 
     def _eval(self, evaluate, state: TrainState, key) -> dict:
         row = {}
-        keys = jax.random.split(key, self.config.num_seeds)
+        keys = self._replicated(jax.random.split(key, self.config.num_seeds))
         for i, sampler in enumerate(self.samplers):
-            out = jax.device_get(evaluate(state.algo, state.obs_stats, state.critic_obs_stats, keys, sampler))
+            out = to_host(evaluate(state.algo, state.obs_stats, state.critic_obs_stats, keys, sampler))
             prefix = "eval/" if i == 0 else f"eval/{sampler}/"
             for k, v in out.items():
                 row[prefix + k] = float(np.mean(v))
@@ -100,11 +133,18 @@ class Trainer:
     # -- main loop ---------------------------------------------------------------
     def run(self) -> dict:
         cfg = self.config
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         self._resume = None
         if cfg.resume:  # before any logger opens metrics.jsonl: rows after the checkpoint go
             self._resume = self._resume_point()
-            self._truncate_metrics(int(self._resume[1]["chunk"]) * cfg.iterations_per_chunk * cfg.batch_size)
+            if self.is_main:
+                self._truncate_metrics(int(self._resume[1]["chunk"]) * cfg.iterations_per_chunk * cfg.batch_size)
+        if not self.is_main:  # other processes compute; process 0 writes
+            with jax.set_mesh(self.mesh), matmul_precision(cfg.matmul_precision):
+                summary = self._run(MultiLogger([]), _Silent())
+            wait_for_all_processes("diffrl-run-finished")  # until process 0 has written everything
+            return summary
         record = write_run_record(self.run_dir, cfg, {"algorithm": cfg.algo, "samplers": list(self.samplers)})
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
@@ -122,7 +162,10 @@ class Trainer:
 
         progress = Progress(cfg, enabled=cfg.progress)
         try:
-            return self._run(logger, progress)
+            with jax.set_mesh(self.mesh), matmul_precision(cfg.matmul_precision):
+                summary = self._run(logger, progress)
+            wait_for_all_processes("diffrl-run-finished")
+            return summary
         finally:
             progress.close()
             logger.close()
@@ -133,6 +176,10 @@ class Trainer:
         from diffrl.checkpoint import save_checkpoint
 
         cfg = self.config
+        if jax.process_count() > 1:  # gather the sharded env state (a collective: every process)
+            state = to_host(state)
+            if not self.is_main:
+                return
         save_checkpoint(self.run_dir, chunk * cfg.iterations_per_chunk * cfg.batch_size, state, {
             "algo": cfg.algo, "env": cfg.env, "config": cfg, "env_steps": row.get("env_steps"),
             "iteration": chunk * cfg.iterations_per_chunk, "chunk": chunk, "chunk_iterations":
@@ -155,8 +202,9 @@ class Trainer:
         if meta.get("chunk_iterations") != self.config.iterations_per_chunk:
             raise ValueError(f"--resume: checkpoint has {meta.get('chunk_iterations')} iterations per chunk, "
                              f"this configuration {self.config.iterations_per_chunk}")
-        state = restore_checkpoint(path, state, expected_algo=self.config.algo, expected_env=self.config.env)
-        return state, int(meta["chunk"]), dict(meta.get("clock") or {})
+        template = to_host(state) if jax.process_count() > 1 else state
+        state = restore_checkpoint(path, template, expected_algo=self.config.algo, expected_env=self.config.env)
+        return jax.device_put(state, self.shardings), int(meta["chunk"]), dict(meta.get("clock") or {})
 
     def _truncate_metrics(self, env_steps: int) -> None:
         """Drop rows logged after the restored checkpoint (they are recomputed)."""
@@ -171,6 +219,12 @@ class Trainer:
 
     def _finish(self, state) -> dict:
         """Export seed 0's policy and draw the learning curve (best effort, reported)."""
+        if jax.process_count() > 1:  # host-side work of process 0 alone: not on the global mesh
+            with jax.set_mesh(local_mesh()):
+                return self._finish_here(state)
+        return self._finish_here(state)
+
+    def _finish_here(self, state) -> dict:
         out = {}
         try:
             from diffrl.export import export_from_train_state
@@ -215,7 +269,7 @@ class Trainer:
         for c in range(start, cfg.num_chunks):
             t0 = time.perf_counter()
             state, metrics = chunk(state)
-            metrics = jax.device_get(metrics)
+            metrics = to_host(metrics)
             dt = time.perf_counter() - t0
             train_time += dt
             problem = first_nonfinite(metrics, c * cfg.iterations_per_chunk) if cfg.check_finite else None
@@ -258,6 +312,10 @@ class Trainer:
             **compile_times,
             "run_dir": str(self.run_dir),
         }
+        if jax.process_count() > 1:  # gathering the env state is a collective: every process joins
+            state = to_host(state)
+        if not self.is_main:
+            return summary
         if not interrupted:
             summary.update(self._finish(state))
         atomic_write_json(self.run_dir / "summary.json", summary)
