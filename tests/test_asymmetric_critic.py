@@ -178,3 +178,25 @@ def test_physics_impl_is_validated():
     if importlib.util.find_spec("warp") is None:  # diffrl does not install warp-lang
         with pytest.raises(ConfigError, match="needs the warp-lang package"):
             TrainConfig(env="playground/G1JoystickFlatTerrain", physics_impl="warp").validate()
+
+
+def test_trained_run_checkpoint_eval_and_export(probe_env, tmp_path):
+    """A run directory's checkpoint restores both normalisers at their own sizes, `diffrl eval`
+    runs best-of-k (which reads the critic), and the export is actor-only."""
+    from diffrl.commands import cmd_eval, cmd_export, load_trained
+    from diffrl.core.trainer import Trainer
+    from diffrl.export import load_policy
+
+    run = tmp_path / "run"
+    config = small_config("reppo", probe_env).replace(out=str(run), progress=False, tensorboard=False,
+                                                      normalize_obs=True)
+    Trainer(config).run()
+    trainer, state, _ = load_trained(run)
+    assert trainer.config.asymmetric_critic
+    assert state.obs_stats.mean.shape == (1, OBS) and state.critic_obs_stats.mean.shape == (1, CRITIC_OBS)
+    np.testing.assert_allclose(state.critic_obs_stats.mean[0, 2:], CRITIC_MARK, rtol=1e-6)
+    assert cmd_eval([str(run), "--episodes", "2", "--sampler", "best-of-k"]) == 0
+    assert cmd_export([str(run), "--out", str(tmp_path / "policy")]) == 0
+    act = load_policy(tmp_path / "policy")
+    assert act.obs_stats.mean.shape == (OBS,)
+    assert act(jnp.zeros((4, OBS)), jax.random.PRNGKey(0)).shape == (4, ACTIONS)
