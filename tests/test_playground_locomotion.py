@@ -15,6 +15,7 @@ from diffrl.envs.menagerie import (ASSET_PACKAGE_ROBOTS, ENV_VAR, ROBOT_OF_TASK,
                                    asset_package_menagerie, candidate_sources, find_menagerie,
                                    use_menagerie_for)
 from diffrl.envs.playground import LOCOMOTION_ENVS, PRIVILEGED_OBS_ENVS, PlaygroundEnv
+from diffrl.presets import HUMANOID_TASKS
 from test_env_adapters import check_batch, run_wrapped
 
 
@@ -63,9 +64,14 @@ def test_every_task_with_packaged_assets_loads_offline():
     assert LOCOMOTION_ENVS == tuple(locomotion.ALL_ENVS)
     packaged = [t for t in LOCOMOTION_ENVS if ROBOT_OF_TASK[t] in ASSET_PACKAGE_ROBOTS]
     assert len(packaged) == 10
+    assert HUMANOID_TASKS <= PRIVILEGED_OBS_ENVS
     for task in packaged:
-        env = PlaygroundEnv(task, asymmetric=task in PRIVILEGED_OBS_ENVS)
+        # The humanoid presets' override (no random pushes, as in REPPO) exists for their tasks.
+        overrides = {"push_config.enable": False} if task in HUMANOID_TASKS else None
+        env = PlaygroundEnv(task, asymmetric=task in PRIVILEGED_OBS_ENVS, config_overrides=overrides)
         assert isinstance(env.env.observation_size, dict) == (task in PRIVILEGED_OBS_ENVS), task
+        if overrides:
+            assert env.env._config.push_config.enable is False
         assert env.spec.action_low == (-1.0,) * env.spec.action_size  # offsets in action_scale units
 
 
@@ -74,6 +80,8 @@ def test_asymmetric_needs_a_privileged_observation():
         PlaygroundEnv("H1JoystickGaitTracking", asymmetric=True)
     with pytest.raises(ValueError, match="manipulation"):
         make("playground/PandaPickCube")
+    with pytest.raises(ValueError, match="invalid config override"):
+        PlaygroundEnv("Op3Joystick", config_overrides={"push_config.enable": False})
 
 
 @pytest.mark.timeout(400)

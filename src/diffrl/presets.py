@@ -64,6 +64,10 @@ def _reppo_dmc(num_steps: int, num_minibatches: int) -> dict[str, Any]:
     }
 
 
+# The task as REPPO trained it (mjx_humanoid: asymmetric_obs true, push_distractions false).
+_HUMANOID_ENV = {"asymmetric_critic": True, "env_overrides": ("push_config.enable=false",)}
+
+
 def _reppo_humanoid(num_steps: int, num_minibatches: int) -> dict[str, Any]:
     """REPPO's settings on the Playground G1/T1 joystick tasks (env config mjx_humanoid:
     asymmetric critic on privileged_state, support [-10, 10]; overrides mjx_humanoid_*:
@@ -72,13 +76,14 @@ def _reppo_humanoid(num_steps: int, num_minibatches: int) -> dict[str, Any]:
     return {
         **_reppo_dmc(num_steps, num_minibatches), "reppo.gamma": 0.97, "critic.hidden": 1024,
         "critic.vmin": -10.0, "critic.vmax": 10.0, "total_env_steps": 50_000_000,
-        "asymmetric_critic": True,
+        **_HUMANOID_ENV,
     }
 
 
 # Smoke-test scale for playground locomotion on 2 CPU cores: a few minutes, checks that
-# everything runs (it does not learn to walk). "humanoid" = with the asymmetric critic
-# (tasks with privileged_state), "locomotion" = the same without (H1, Op3, ...).
+# everything runs (it does not learn to walk). "humanoid" = G1, T1, Apollo and Berkeley
+# Humanoid as REPPO set them up (asymmetric critic, no pushes); "locomotion" = the other
+# locomotion tasks, with Playground's defaults.
 _LOCOMOTION_CPU_REPPO = {
     "total_env_steps": 131_072, "num_envs": 64, "num_steps": 32, "reppo.num_minibatches": 4,
     "reppo.num_epochs": 2, "reppo.gamma": 0.97, "critic.vmin": -10.0, "critic.vmax": 10.0,
@@ -100,9 +105,9 @@ PRESETS.update({
         "reward_scale": 1.0, "ppo.learning_rate": 3e-4, "ppo.ent_coef": 5e-3, "ppo.gamma": 0.97,
         "ppo.clip_eps": 0.2, "ppo.num_epochs": 4, "ppo.num_minibatches": 32, "ppo.max_grad_norm": 1.0,
         "gaussian.hidden": (512, 256, 128), "gaussian.norm": "none", "ppo.value_hidden": (512, 256, 128),
-        "asymmetric_critic": True,
+        **_HUMANOID_ENV,
     },
-    "ppo-humanoid-cpu": {**_LOCOMOTION_CPU_PPO, "asymmetric_critic": True},
+    "ppo-humanoid-cpu": {**_LOCOMOTION_CPU_PPO, **_HUMANOID_ENV},
     "ppo-locomotion-cpu": dict(_LOCOMOTION_CPU_PPO),
 })
 
@@ -121,7 +126,7 @@ PRESETS.update({
     "reppo-humanoid-small": {"algo": "reppo", **_reppo_humanoid(32, 4)},
     "reppo-humanoid-large": {"algo": "reppo", **_reppo_humanoid(128, 16)},
     "reppo-dmc-cpu": {"algo": "reppo", "total_env_steps": 1_000_000, **_REPPO_CPU},
-    "reppo-humanoid-cpu": {"algo": "reppo", **_LOCOMOTION_CPU_REPPO, "asymmetric_critic": True},
+    "reppo-humanoid-cpu": {"algo": "reppo", **_LOCOMOTION_CPU_REPPO, **_HUMANOID_ENV},
     "reppo-locomotion-cpu": {"algo": "reppo", **_LOCOMOTION_CPU_REPPO},
     # gymnax classic control: small nets, many SGD steps per sample (learns Pendulum in ~30k steps).
     "reppo-gymnax": {
@@ -180,15 +185,23 @@ def suite(env: str) -> str:
     return env.split("/", 1)[0] if "/" in env else ""
 
 
+HUMANOID_TASKS = frozenset({
+    "G1JoystickFlatTerrain", "G1JoystickRoughTerrain", "T1JoystickFlatTerrain", "T1JoystickRoughTerrain",
+    "ApolloJoystickFlatTerrain", "BerkeleyHumanoidJoystickFlatTerrain", "BerkeleyHumanoidJoystickRoughTerrain",
+})
+"""Playground humanoid joystick tasks with a privileged observation and random pushes (the
+*-humanoid-* presets' settings apply to them)."""
+
+
 def family(env: str) -> str:
     """The preset family of an env name: its suite, except that Playground locomotion tasks
-    are "humanoid" (privileged observation: asymmetric critic) or "locomotion"."""
-    from diffrl.envs.playground import LOCOMOTION_ENVS, PRIVILEGED_OBS_ENVS
+    are "humanoid" (:data:`HUMANOID_TASKS`) or "locomotion" (the others)."""
+    from diffrl.envs.playground import LOCOMOTION_ENVS
 
     s = suite(env)
     task = env.split("/", 1)[-1]
     if s == "playground" and task in LOCOMOTION_ENVS:
-        return "humanoid" if task in PRIVILEGED_OBS_ENVS else "locomotion"
+        return "humanoid" if task in HUMANOID_TASKS else "locomotion"
     return s
 
 

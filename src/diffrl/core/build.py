@@ -8,13 +8,15 @@ from diffrl.config import ConfigError, TrainConfig
 
 def env_kwargs(config: TrainConfig) -> dict[str, Any]:
     """Constructor arguments the config gives the env named by ``config.env`` (also used
-    to rebuild it for videos): the brax backend, Playground's physics implementation,
-    and the asymmetric critic observation."""
+    to rebuild it for videos): the brax backend, Playground's physics implementation and
+    task config overrides, and the asymmetric critic observation."""
     kwargs: dict[str, Any] = {}
     if config.env.startswith("brax/"):
         kwargs["backend"] = config.env_backend
     if config.env.startswith("playground/"):
         kwargs["physics_impl"] = config.physics_impl
+        if config.env_overrides:
+            kwargs["config_overrides"] = config.env_config_overrides
         if config.asymmetric_critic:
             kwargs["asymmetric"] = True
     return kwargs

@@ -121,7 +121,10 @@ class PlaygroundEnv:
         from mujoco_playground import registry  # lazy: slow import
 
         overrides = {"impl": physics_impl, **(config_overrides or {})}
-        self.env = registry.load(task, config_overrides=overrides)
+        try:
+            self.env = registry.load(task, config_overrides=overrides)
+        except (KeyError, AttributeError, TypeError) as e:  # ml_collections: unknown key or type
+            raise ValueError(f"playground/{task}: invalid config override in {overrides}: {e}") from None
         self.asymmetric = asymmetric
         self.spec = self._make_spec(task)
         check_spec(self.spec)
