@@ -47,6 +47,7 @@ def test_envs_lists_playground_tasks():
     assert proc.returncode == 0
     names = proc.stdout.split()
     for task in ("playground/CartpoleSwingup", "playground/CheetahRun", "playground/HumanoidWalk",
+                 "playground/G1JoystickFlatTerrain", "playground/T1JoystickRoughTerrain",
                  "brax/ant", "gymnax/Pendulum-v1", "toy/MirrorGoals"):
         assert task in names
 

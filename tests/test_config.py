@@ -62,3 +62,35 @@ def test_derived_sizes():
     assert cfg.batch_size == 100 and cfg.num_iterations == 100
     assert cfg.iterations_per_chunk == 33 and cfg.num_chunks == 3
     assert cfg.trained_env_steps == 9_900
+
+
+def test_humanoid_presets_follow_the_reference():
+    # REPPO mjx_humanoid (algorithms.md §1.6): asymmetric critic, support [-10, 10], gamma 0.97,
+    # critic width 1024, 1024 envs, 8 epochs; small 32 steps x 4 minibatches, large 128 x 16.
+    for family in ("reppo", "trudi", "amdp"):
+        for size, (steps, minibatches) in {"small": (32, 4), "large": (128, 16)}.items():
+            cfg = apply_preset(TrainConfig(algo=family), f"{family}-humanoid-{size}")
+            assert cfg.asymmetric_critic and (cfg.critic.vmin, cfg.critic.vmax) == (-10.0, 10.0)
+            assert cfg.reppo.gamma == 0.97 and cfg.critic.hidden == 1024 and cfg.num_envs == 1024
+            assert (cfg.num_steps, cfg.reppo.num_minibatches, cfg.reppo.num_epochs) == (steps, minibatches, 8)
+            assert cfg.env_config_overrides == {"push_config.enable": False}  # push_distractions false
+    ppo = apply_preset(TrainConfig(), "ppo-humanoid")
+    assert ppo.asymmetric_critic and ppo.ppo.gamma == 0.97 and ppo.ppo.value_hidden == (512, 256, 128)
+    g1, op3 = "playground/G1JoystickFlatTerrain", "playground/Op3Joystick"
+    assert default_preset("reppo", g1) == "reppo-humanoid-cpu" and resolve("trudi", g1, None).asymmetric_critic
+    assert default_preset("ppo", g1) == "ppo-humanoid-cpu"
+    assert default_preset("amdp", op3) == "amdp-locomotion-cpu" and not resolve("reppo", op3, None).asymmetric_critic
+    assert default_preset("reppo", "playground/CheetahRun") == "reppo-dmc-cpu"
+    assert default_preset("reppo", "playground/Go1Getup") == "reppo-locomotion-cpu"
+
+
+def test_env_overrides_are_parsed_and_validated():
+    cfg = TrainConfig(env="playground/G1JoystickFlatTerrain",
+                      env_overrides=("push_config.enable=false", "command_config.a=[1.5, 0.8]", "x=abc"))
+    cfg.validate()
+    assert cfg.env_config_overrides == {"push_config.enable": False, "command_config.a": [1.5, 0.8], "x": "abc"}
+    with pytest.raises(ConfigError) as err:
+        TrainConfig(env="gymnax/Pendulum-v1", env_overrides=("novalue", "=1")).validate()
+    message = str(err.value)
+    assert "'novalue' is not KEY=VALUE" in message and "'=1' is not KEY=VALUE" in message
+    assert "playground/* tasks only" in message

@@ -37,14 +37,16 @@ def test_playground_observation_split():
     assert actor.shape == (3,) and critic.shape == (5,)
     actor, critic = _split_obs(obs, asymmetric=False)
     assert critic.shape == (3,)
-    actor, critic = _split_obs(jnp.arange(4), asymmetric=True)  # array obs: symmetric
+    actor, critic = _split_obs(jnp.arange(4), asymmetric=False)
     assert actor.dtype == jnp.float32 and critic.shape == (4,)
 
 
-def test_menagerie_tasks_fail_clearly():
+def test_unsupported_tasks_fail_clearly():
     from diffrl.envs.playground import PlaygroundEnv
 
-    with pytest.raises(ValueError, match="Menagerie"):
-        PlaygroundEnv("G1JoystickFlatTerrain")
+    with pytest.raises(ValueError, match="manipulation task"):
+        PlaygroundEnv("PandaPickCube")
     with pytest.raises(ValueError, match="CartpoleSwingup"):
         PlaygroundEnv("NoSuchTask")
+    with pytest.raises(ValueError, match="physics_impl"):
+        PlaygroundEnv("CartpoleSwingup", physics_impl="cuda")

@@ -12,14 +12,15 @@ import pytest
 from diffrl.envs import EnvSpec, EnvState, describe, list_envs, make, register, unregister
 
 
-def test_list_has_all_suites_and_the_25_dmc_tasks():
+def test_list_has_all_suites_and_the_25_dmc_and_19_locomotion_tasks():
     from mujoco_playground import dm_control_suite
+    from mujoco_playground._src import locomotion
 
     names = list_envs()
     assert len(names) == len(set(names))
-    for task in dm_control_suite.ALL_ENVS:
+    for task in dm_control_suite.ALL_ENVS + locomotion.ALL_ENVS:
         assert f"playground/{task}" in names
-    assert len([n for n in names if n.startswith("playground/")]) == 25
+    assert len([n for n in names if n.startswith("playground/")]) == 25 + 19
     for name in ["brax/ant", "brax/halfcheetah", "gymnax/Pendulum-v1", "toy/MirrorGoals", "toy/BimodalBandit"]:
         assert name in names
     assert len([n for n in names if n.startswith("brax/")]) == 11
@@ -51,9 +52,10 @@ def test_unknown_name_suggests_close_matches_and_prefixes():
         describe("gymnax/pendulum-v1")
 
 
-def test_menagerie_task_gives_a_clear_error():
-    with pytest.raises(ValueError, match="Menagerie"):
-        make("playground/G1JoystickFlatTerrain")
+def test_manipulation_task_gives_a_clear_error():
+    with pytest.raises(ValueError, match="manipulation task"):
+        make("playground/PandaPickCube")
+    assert "playground/G1JoystickFlatTerrain" in list_envs()  # locomotion is supported
 
 
 def test_describe_playground_cartpole_swingup():

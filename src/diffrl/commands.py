@@ -90,8 +90,10 @@ def _video(trainer, state, sampler: str, args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         export_from_train_state(tmp, trainer.algo, state, trainer.config, seed=0, sampler=sampler)
         act = load_policy(tmp)
+        from diffrl.core.build import env_kwargs
+
         cfg = trainer.config
-        kwargs = {"backend": cfg.env_backend} if cfg.env.startswith("brax/") else {}
+        kwargs = env_kwargs(cfg)
         frames = render_rollout(cfg.env, act, jax.random.PRNGKey(args.seed), args.video_steps,
                                 episode_length=cfg.episode_length, **kwargs)
     path = write_video(frames, args.video)

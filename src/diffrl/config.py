@@ -8,12 +8,15 @@ rejects bad input with a clear message before anything is compiled.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from diffrl.algos.ppo_config import PPOConfig
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
+from diffrl.envs.playground import PHYSICS_IMPLS
 from diffrl.policies.adjoint import AdjointPolicyConfig
 from diffrl.policies.diffusion import DiffusionPolicyConfig
 from diffrl.policies.gaussian import GaussianPolicyConfig
@@ -62,6 +65,17 @@ class TrainConfig:
     features that barely vary at the start (e.g. an upright pole's cosine) from exploding."""
     env_backend: str = "generalized"
     """Physics backend for brax/* environments (generalized, positional, spring, mjx)."""
+    physics_impl: str = "jax"
+    """MJX implementation for playground/* tasks: jax (default: runs on CPU, GPU and TPU, what the
+    REPPO reference results used, 2-150x faster than Warp on CPUs) or warp (Playground 0.2.0's own
+    default; needs the warp-lang package, which diffrl does not install)."""
+    env_overrides: tuple[str, ...] = ()
+    """Playground task config overrides, KEY=VALUE with dotted keys and VALUE read as JSON
+    (e.g. push_config.enable=false); the *-humanoid-* presets turn off random pushes, as REPPO did."""
+    asymmetric_critic: bool = False
+    """Give the critic (PPO's value, the soft Q critic) the task's privileged observation while the
+    policy sees only the actor observation (playground locomotion tasks with privileged_state,
+    e.g. G1/T1 joystick); an error for tasks without one."""
     check_finite: bool = True
     """Stop with a report when a loss, gradient or observation becomes NaN/inf."""
     tensorboard: bool = True
@@ -133,6 +147,18 @@ class TrainConfig:
         """Env steps actually trained (whole chunks), per seed."""
         return self.num_chunks * self.iterations_per_chunk * self.batch_size
 
+    @property
+    def env_config_overrides(self) -> dict[str, Any]:
+        """--env-overrides as a dict; values that are not JSON stay strings."""
+        out: dict[str, Any] = {}
+        for item in self.env_overrides:
+            key, _, value = item.partition("=")
+            try:
+                out[key.strip()] = json.loads(value)
+            except json.JSONDecodeError:
+                out[key.strip()] = value
+        return out
+
     def replace(self, **changes: Any) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
 
@@ -192,6 +218,17 @@ class TrainConfig:
                     f"(num_envs * num_steps = {self.batch_size})")
         if self.env_backend not in ("generalized", "positional", "spring", "mjx"):
             errors.append(f"--env-backend must be generalized, positional, spring or mjx (got {self.env_backend!r})")
+        if self.physics_impl not in PHYSICS_IMPLS:
+            errors.append(f"--physics-impl must be one of {', '.join(PHYSICS_IMPLS)} (got {self.physics_impl!r})")
+        elif (self.physics_impl == "warp" and self.env.startswith("playground/")
+              and importlib.util.find_spec("warp") is None):
+            errors.append("--physics-impl warp needs the warp-lang package (pip install warp-lang); "
+                          "--physics-impl jax needs nothing extra")
+        for item in self.env_overrides:
+            if not item.partition("=")[0].strip() or "=" not in item:
+                errors.append(f"--env-overrides: {item!r} is not KEY=VALUE")
+        if self.env_overrides and not self.env.startswith("playground/"):
+            errors.append(f"--env-overrides apply to playground/* tasks only (env is {self.env})")
         for sub in ("ppo", "reppo", "gaussian", "adjoint"):
             try:
                 getattr(self, sub).validate()

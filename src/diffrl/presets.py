@@ -64,12 +64,52 @@ def _reppo_dmc(num_steps: int, num_minibatches: int) -> dict[str, Any]:
     }
 
 
+# The task as REPPO trained it (mjx_humanoid: asymmetric_obs true, push_distractions false).
+_HUMANOID_ENV = {"asymmetric_critic": True, "env_overrides": ("push_config.enable=false",)}
+
+
 def _reppo_humanoid(num_steps: int, num_minibatches: int) -> dict[str, Any]:
-    """REPPO's humanoid settings (mjx_humanoid_*: gamma 0.97, critic 1024, support [-10, 10])."""
+    """REPPO's settings on the Playground G1/T1 joystick tasks (env config mjx_humanoid:
+    asymmetric critic on privileged_state, support [-10, 10]; overrides mjx_humanoid_*:
+    gamma 0.97, critic width 1024, 1024 envs, 8 epochs; algorithms.md §1.6). 50M steps:
+    REPPO's total_time_steps, the budget of TruDi's "Humanoid" results (papers.md)."""
     return {
         **_reppo_dmc(num_steps, num_minibatches), "reppo.gamma": 0.97, "critic.hidden": 1024,
-        "critic.vmin": -10.0, "critic.vmax": 10.0, "total_env_steps": 100_000_000,
+        "critic.vmin": -10.0, "critic.vmax": 10.0, "total_env_steps": 50_000_000,
+        **_HUMANOID_ENV,
     }
+
+
+# Smoke-test scale for playground locomotion on 2 CPU cores: a few minutes, checks that
+# everything runs (it does not learn to walk). "humanoid" = G1, T1, Apollo and Berkeley
+# Humanoid as REPPO set them up (asymmetric critic, no pushes); "locomotion" = the other
+# locomotion tasks, with Playground's defaults.
+_LOCOMOTION_CPU_REPPO = {
+    "total_env_steps": 131_072, "num_envs": 64, "num_steps": 32, "reppo.num_minibatches": 4,
+    "reppo.num_epochs": 2, "reppo.gamma": 0.97, "critic.vmin": -10.0, "critic.vmax": 10.0,
+    "critic.hidden": 256, "critic.norm": "rms", "gaussian.hidden": (256, 256), "gaussian.norm": "rms",
+    "num_evals": 2, "eval_envs": 16,
+}
+_LOCOMOTION_CPU_PPO = {
+    "algo": "ppo", "total_env_steps": 131_072, "num_envs": 64, "num_steps": 32,
+    "ppo.learning_rate": 3e-4, "ppo.ent_coef": 5e-3, "ppo.gamma": 0.97, "ppo.clip_eps": 0.2,
+    "ppo.num_epochs": 4, "ppo.num_minibatches": 4, "ppo.max_grad_norm": 1.0,
+    "gaussian.hidden": (128, 128), "gaussian.norm": "none", "ppo.value_hidden": (256, 128),
+    "num_evals": 2, "eval_envs": 16,
+}
+PRESETS.update({
+    # Playground's brax-PPO recipe for the G1/T1 joystick tasks (locomotion_params.py;
+    # algorithms.md §6.6): value on privileged_state, (512, 256, 128) networks.
+    "ppo-humanoid": {
+        "algo": "ppo", "total_env_steps": 200_000_000, "num_envs": 8192, "num_steps": 20,
+        "reward_scale": 1.0, "ppo.learning_rate": 3e-4, "ppo.ent_coef": 5e-3, "ppo.gamma": 0.97,
+        "ppo.clip_eps": 0.2, "ppo.num_epochs": 4, "ppo.num_minibatches": 32, "ppo.max_grad_norm": 1.0,
+        "gaussian.hidden": (512, 256, 128), "gaussian.norm": "none", "ppo.value_hidden": (512, 256, 128),
+        **_HUMANOID_ENV,
+    },
+    "ppo-humanoid-cpu": {**_LOCOMOTION_CPU_PPO, **_HUMANOID_ENV},
+    "ppo-locomotion-cpu": dict(_LOCOMOTION_CPU_PPO),
+})
 
 
 _REPPO_CPU = {
@@ -86,6 +126,8 @@ PRESETS.update({
     "reppo-humanoid-small": {"algo": "reppo", **_reppo_humanoid(32, 4)},
     "reppo-humanoid-large": {"algo": "reppo", **_reppo_humanoid(128, 16)},
     "reppo-dmc-cpu": {"algo": "reppo", "total_env_steps": 1_000_000, **_REPPO_CPU},
+    "reppo-humanoid-cpu": {"algo": "reppo", **_LOCOMOTION_CPU_REPPO, **_HUMANOID_ENV},
+    "reppo-locomotion-cpu": {"algo": "reppo", **_LOCOMOTION_CPU_REPPO},
     # gymnax classic control: small nets, many SGD steps per sample (learns Pendulum in ~30k steps).
     "reppo-gymnax": {
         "algo": "reppo", "total_env_steps": 50_000, "num_envs": 32, "num_steps": 32,
@@ -144,8 +186,8 @@ def _diffusion_variant(family: str, base: dict[str, Any], cpu: bool) -> dict[str
 
 for _family in _DIFFUSION_FAMILIES:
     for _name in ("dmc-small", "dmc-medium", "dmc-large", "humanoid-small", "humanoid-large",
-                  "dmc-cpu", "gymnax", "toy", "bandit"):
-        _cpu = _name in ("dmc-cpu", "gymnax", "toy", "bandit")
+                  "dmc-cpu", "humanoid-cpu", "locomotion-cpu", "gymnax", "toy", "bandit"):
+        _cpu = _name in ("dmc-cpu", "humanoid-cpu", "locomotion-cpu", "gymnax", "toy", "bandit")
         PRESETS[f"{_family}-{_name}"] = _diffusion_variant(_family, PRESETS[f"reppo-{_name}"], _cpu)
 
 
@@ -153,11 +195,32 @@ def suite(env: str) -> str:
     return env.split("/", 1)[0] if "/" in env else ""
 
 
+HUMANOID_TASKS = frozenset({
+    "G1JoystickFlatTerrain", "G1JoystickRoughTerrain", "T1JoystickFlatTerrain", "T1JoystickRoughTerrain",
+    "ApolloJoystickFlatTerrain", "BerkeleyHumanoidJoystickFlatTerrain", "BerkeleyHumanoidJoystickRoughTerrain",
+})
+"""Playground humanoid joystick tasks with a privileged observation and random pushes (the
+*-humanoid-* presets' settings apply to them)."""
+
+
+def family(env: str) -> str:
+    """The preset family of an env name: its suite, except that Playground locomotion tasks
+    are "humanoid" (:data:`HUMANOID_TASKS`) or "locomotion" (the others)."""
+    from diffrl.envs.playground import LOCOMOTION_ENVS
+
+    s = suite(env)
+    task = env.split("/", 1)[-1]
+    if s == "playground" and task in LOCOMOTION_ENVS:
+        return "humanoid" if task in HUMANOID_TASKS else "locomotion"
+    return s
+
+
 def default_preset(algo: str, env: str) -> str | None:
-    """Tuned defaults chosen by algorithm and environment family (or task)."""
+    """Tuned defaults chosen by algorithm and environment family (CPU-sized for Playground:
+    pick the paper-scale ``*-humanoid-small``/``ppo-humanoid`` etc. with --preset on GPUs)."""
     if env == "toy/BimodalBandit" and (algo == "reppo" or algo in _DIFFUSION_FAMILIES):
         return f"{algo}-bandit"
-    s = suite(env)
+    s = family(env)
     table = {
         ("ppo", "playground"): "ppo-dmc-cpu",
         ("ppo", "brax"): "ppo-brax",
@@ -167,6 +230,10 @@ def default_preset(algo: str, env: str) -> str | None:
         ("reppo", "brax"): "reppo-dmc-cpu",
         ("reppo", "gymnax"): "reppo-gymnax",
         ("reppo", "toy"): "reppo-toy",
+        ("ppo", "humanoid"): "ppo-humanoid-cpu",
+        ("reppo", "humanoid"): "reppo-humanoid-cpu",
+        ("ppo", "locomotion"): "ppo-locomotion-cpu",
+        ("reppo", "locomotion"): "reppo-locomotion-cpu",
     }
     if (algo, s) not in table and algo in _DIFFUSION_FAMILIES:
         reppo = table.get(("reppo", s))

