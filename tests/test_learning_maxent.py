@@ -22,3 +22,21 @@ def test_swings_up_pendulum(tmp_path, algo):
     Trainer(config, progress_fn=lambda row: evals.append(row["eval/episode_return"])).run()
     assert len(evals) == 4
     assert max(evals[1:]) > -400, evals
+
+
+@pytest.mark.slow
+def test_reppo_balances_playground_cartpole(tmp_path):
+    """REPPO's CPU preset learns Playground CartpoleBalance within 287k env steps.
+
+    Doing nothing scores about 630 (the pole starts near upright and falls slowly); the
+    learned deterministic policy reached 780 at 160k, 675 at 200k and 994-999 from 240k steps
+    when the preset was tuned (benchmarks/results/reppo_cartpole_balance). 850 at one of the
+    evaluations up to 287k steps leaves room for float differences between machines and cannot be reached by
+    the zero or the initial policy.
+    """
+    evals = []
+    config = resolve("reppo", "playground/CartpoleBalance", None).replace(
+        out=str(tmp_path), progress=False, tensorboard=False, total_env_steps=286_720, num_evals=7,
+        eval_envs=16)
+    Trainer(config, progress_fn=lambda row: evals.append(row["eval/episode_return"])).run()
+    assert max(evals) > 850, evals

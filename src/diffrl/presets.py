@@ -113,8 +113,17 @@ PRESETS.update({
 
 
 _REPPO_CPU = {
-    # Sized for 2 CPU cores: narrower networks and fewer SGD steps per sample.
-    "num_envs": 128, "num_steps": 32, "reppo.num_minibatches": 8, "reppo.num_epochs": 4,
+    # Sized for 2 CPU cores: narrower networks, small batches (32 envs x 32 steps) with many
+    # SGD steps per sample (8 epochs x 16 minibatches of 64), and a WIDER policy than the
+    # reference: entropy target H* = +0.5 d instead of -0.5 d. Measured on Playground
+    # CartpoleBalance (benchmarks/results/reppo_cartpole_balance): with -0.5 d the policy's
+    # per-state action spread is so narrow that a critic trained on these small batches gets
+    # the action slope of Q wrong (learned Q against Monte-Carlo returns of the same states:
+    # slopes 3x too flat and often of the wrong sign) and REPPO stalls at 340-370 (below the
+    # zero-action 630); with +0.5 d it reaches 994 after 240k steps. The reference's 1024-env
+    # batches average that noise away; 32 envs cannot.
+    "num_envs": 32, "num_steps": 32, "reppo.num_minibatches": 16, "reppo.num_epochs": 8,
+    "reppo.target_entropy_mult": -0.5,
     "critic.vmin": 0.0, "critic.vmax": 150.0, "critic.hidden": 256, "critic.norm": "rms",
     "gaussian.hidden": (256, 256), "gaussian.norm": "rms", "num_evals": 10,
 }
@@ -156,6 +165,9 @@ PRESETS.update({
 # The diffusion members of the family reuse REPPO's recipe (their papers' backbone) and
 # change only the actor. Per family: the policy-config prefix, what replaces the
 # Gaussian actor's widths, and the family's own overrides.
+REPPO_TARGET_ENTROPY_MULT = 0.5  # reference: H* = -0.5 d (Gaussian entropy)
+AMDP_TARGET_ENTROPY_MULT = -3.5  # reference: H* = -3.5 d (AMDP's control-cost bound)
+
 _DIFFUSION_FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     # TruDi: DIME chain, entropy target -4 d in the units of DIME's bound (reference
     # REPPO-DIME), wider critic support for the bound's larger soft-reward terms.
@@ -172,6 +184,15 @@ def _diffusion_variant(family: str, base: dict[str, Any], cpu: bool) -> dict[str
     prefix, extra = _DIFFUSION_FAMILIES[family]
     out = {k: v for k, v in base.items() if not k.startswith("gaussian.")}
     out.update({"algo": family, **extra})
+    # A REPPO preset that widens the policy (entropy target above the reference's -0.5 d, as
+    # the CPU presets do) widens the diffusion policies by the same nats per action dim, in
+    # their own entropy units (the bounds differ from the Gaussian's exact entropy by an
+    # offset, so the shift, not the value, is what carries over).
+    shift = REPPO_TARGET_ENTROPY_MULT - base.get("reppo.target_entropy_mult", REPPO_TARGET_ENTROPY_MULT)
+    if shift and family == "amdp":
+        out["adjoint.entropy_target_mult"] = AMDP_TARGET_ENTROPY_MULT + shift
+    elif shift:
+        out["reppo.target_entropy_mult"] = extra["reppo.target_entropy_mult"] - shift
     if "gaussian.hidden" in base:
         width = max(base["gaussian.hidden"])
         # On CPU the chain (N network calls per action, several paths for the KL) dominates:
