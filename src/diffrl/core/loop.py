@@ -40,6 +40,9 @@ class Components:
     iteration: Callable[[TrainState], tuple[TrainState, dict]]
     chunk: Callable[[TrainState], tuple[TrainState, dict]]
     spec: EnvSpec
+    rollout: Callable[[TrainState, jax.Array], tuple]
+    """``rollout(ts, key) -> (env_state, Rollout batch, episode stats, raw obs/rewards)``: the
+    iteration's acting phase alone (``diffrl bench cost`` times the update on its batch)."""
 
 
 def normalise_obs(stats: RunningStats, x: jax.Array, config) -> jax.Array:
@@ -137,7 +140,7 @@ def make_components(config, env, algo: Algorithm) -> Components:
         """``iterations_per_chunk`` iterations; metrics stacked along a leading axis."""
         return jax.lax.scan(lambda s, _: iteration(s), ts, None, length=config.iterations_per_chunk)
 
-    return Components(init=init, iteration=iteration, chunk=chunk, spec=spec)
+    return Components(init=init, iteration=iteration, chunk=chunk, spec=spec, rollout=rollout)
 
 
 def make_train(config) -> Callable[[jax.Array], tuple[TrainState, dict]]:
