@@ -62,6 +62,8 @@ class CostRequest:
     """A contender stops repeating once its timed calls in a group add up to this (>= 1 call)."""
     seed: int = 0
     """PRNG seed of the initial states and the fixed rollout batch."""
+    time_limit_min: float | None = None
+    """No new group starts once the run has taken this long; skipped N are recorded as such."""
 
 
 def _csv(text: str, what: str) -> list[str]:
@@ -110,7 +112,10 @@ def _override(config: TrainConfig, item: str) -> TrainConfig:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
         value = text  # a bare word is a string ("rms", "none")
-    return _set(config, key, value)
+    try:
+        return _set(config, key, value)
+    except ConfigError:
+        raise ConfigError(f"--set {key}: unknown field (see diffrl train --help)") from None
 
 
 def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainConfig:
@@ -141,7 +146,8 @@ def plan(request: CostRequest) -> dict[tuple[str, int | None], TrainConfig]:
 
     if request.env not in registry.list_envs():
         raise ConfigError(str(registry._unknown(request.env)))
-    for name, value in (("--repeats", request.repeats), ("--budget-s", request.budget_s)):
+    for name, value in (("--repeats", request.repeats), ("--budget-s", request.budget_s),
+                        ("--time-limit-min", 1.0 if request.time_limit_min is None else request.time_limit_min)):
         if not value > 0:
             raise ConfigError(f"{name} must be positive (got {value})")
     if request.warmup < 0:
@@ -318,10 +324,19 @@ def run(request: CostRequest, configs: dict, command: str, on_group=None) -> dic
                                                "far (GPU/TPU only; None on CPU); monotone across contenders",
             "ratios": "numerator/denominator of medians (and mins) within one group",
         },
-        "results": [],
+        "results": [], "skipped_groups": [],
     }
     baseline = Contender(BASELINE, None, configs[(BASELINE, None)])
+    start = time.perf_counter()
     for n in request.diffusion_steps:
+        elapsed_min = (time.perf_counter() - start) / 60
+        if request.time_limit_min is not None and elapsed_min > request.time_limit_min:
+            _log(f"N={n}: skipped, {elapsed_min:.1f} min > --time-limit-min {request.time_limit_min}")
+            record["skipped_groups"].append({"diffusion_steps": n, "reason": f"--time-limit-min "
+                                             f"{request.time_limit_min} reached after {elapsed_min:.1f} min"})
+            if on_group is not None:
+                on_group(with_summaries(record))
+            continue
         group = [baseline] + [Contender(a, n, configs[(a, n)]) for a in request.algos if a != BASELINE]
         record["results"].extend(run_group(n, group, request))
         del group
@@ -349,6 +364,8 @@ def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
     p.add_argument("--budget-s", type=float, default=120.0,
                    help="stop repeating a contender once its timed calls in a group reach this many seconds")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit-min", type=float, default=None,
+                   help="start no new group (N) after this many minutes; skipped N are recorded")
     p.add_argument("--json", default=None, help="write the record here and the table to the same name .md")
     args = p.parse_args(argv)
     if args.num_envs is not None and args.num_envs < 1 or args.num_steps is not None and args.num_steps < 1:
@@ -356,7 +373,8 @@ def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
     request = CostRequest(env=args.env, algos=parse_algos(args.algos),
                           diffusion_steps=parse_steps(args.diffusion_steps), num_envs=args.num_envs,
                           num_steps=args.num_steps, preset=args.preset, overrides=tuple(args.overrides),
-                          repeats=args.repeats, warmup=args.warmup, budget_s=args.budget_s, seed=args.seed)
+                          repeats=args.repeats, warmup=args.warmup, budget_s=args.budget_s, seed=args.seed,
+                          time_limit_min=args.time_limit_min)
     return request, args.json
 
 
@@ -383,5 +401,6 @@ def main(argv: list[str]) -> int:
     command = "diffrl bench cost " + " ".join(argv)
     _log(f"{len(configs)} contenders on {request.env}, N in {list(request.diffusion_steps)}")
     record = run(request, configs, command, on_group=save)
+    save(record)
     print(markdown(record))
     return 0

@@ -70,7 +70,7 @@ def with_summaries(record: dict) -> dict:
     for n, rows in groups(record).items():
         entry = {"diffusion_steps": n}
         for a, b in PAIRS:
-            if a in rows or b in rows:
+            if a in rows and b in rows:
                 entry[f"{a}/{b}"] = ratio(rows.get(a), rows.get(b))
         ratios.append(entry)
     record["ratios"] = ratios
@@ -151,8 +151,10 @@ def markdown(record: dict) -> str:
             for n, g in by_n.items()]
     lines += _table(header, rows)
     failures = [r for r in record["results"] if r["status"] != "ok" or r.get("stopped_early")]
-    if failures:
-        lines += ["", "## Failed or cut short", ""]
+    skipped = record.get("skipped_groups", [])
+    if failures or skipped:
+        lines += ["", "## Failed, cut short or not run", ""]
+        lines += [f"- N={g['diffusion_steps']}: not run ({g['reason']})" for g in skipped]
         seen = set()
         for r in failures:
             text = r.get("error") or f"stopped after {len(r['iteration_s'])} call(s) (--budget-s)"
