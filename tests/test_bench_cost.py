@@ -22,6 +22,7 @@ TINY = ["--env", "toy/MirrorGoals", "--num-envs", "8", "--num-steps", "4", "--re
     (["--env", "toy/MirrorGoal"], "Did you mean: toy/MirrorGoals"),
     (["--repeats", "0"], "--repeats must be positive"),
     (["--warmup", "-1"], "--warmup must be >= 0"),
+    (["--time-limit-min", "-1"], "--time-limit-min must be >= 0"),
     (["--set", "adjoint.num_steps=4"], "use the dedicated flag"),
     (["--set", "reppo.no_such_field=1"], "--set reppo.no_such_field: unknown field"),
     (["--num-envs", "9", "--num-steps", "3"], "must divide the batch"),

@@ -63,7 +63,7 @@ class CostRequest:
     seed: int = 0
     """PRNG seed of the initial states and the fixed rollout batch."""
     time_limit_min: float | None = None
-    """No new group starts once the run has taken this long; skipped N are recorded as such."""
+    """No new group starts once the run has taken this long (the first always runs); skipped N are recorded."""
 
 
 def _csv(text: str, what: str) -> list[str]:
@@ -146,10 +146,11 @@ def plan(request: CostRequest) -> dict[tuple[str, int | None], TrainConfig]:
 
     if request.env not in registry.list_envs():
         raise ConfigError(str(registry._unknown(request.env)))
-    for name, value in (("--repeats", request.repeats), ("--budget-s", request.budget_s),
-                        ("--time-limit-min", 1.0 if request.time_limit_min is None else request.time_limit_min)):
+    for name, value in (("--repeats", request.repeats), ("--budget-s", request.budget_s)):
         if not value > 0:
             raise ConfigError(f"{name} must be positive (got {value})")
+    if request.time_limit_min is not None and request.time_limit_min < 0:
+        raise ConfigError(f"--time-limit-min must be >= 0 (got {request.time_limit_min})")
     if request.warmup < 0:
         raise ConfigError(f"--warmup must be >= 0 (got {request.warmup})")
     for n in request.diffusion_steps:
@@ -330,12 +331,13 @@ def run(request: CostRequest, configs: dict, command: str, on_group=None) -> dic
     start = time.perf_counter()
     for n in request.diffusion_steps:
         elapsed_min = (time.perf_counter() - start) / 60
-        if request.time_limit_min is not None and elapsed_min > request.time_limit_min:
+        if request.time_limit_min is not None and record["results"] and elapsed_min > request.time_limit_min:
             _log(f"N={n}: skipped, {elapsed_min:.1f} min > --time-limit-min {request.time_limit_min}")
             record["skipped_groups"].append({"diffusion_steps": n, "reason": f"--time-limit-min "
                                              f"{request.time_limit_min} reached after {elapsed_min:.1f} min"})
+            record = with_summaries(record)
             if on_group is not None:
-                on_group(with_summaries(record))
+                on_group(record)
             continue
         group = [baseline] + [Contender(a, n, configs[(a, n)]) for a in request.algos if a != BASELINE]
         record["results"].extend(run_group(n, group, request))
