@@ -349,9 +349,12 @@ def run(request: CostRequest, configs: dict, command: str, on_group=None) -> dic
     return record
 
 
+class _HelpFormat(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, and every flag's default."""
+
+
 def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
-    p = argparse.ArgumentParser(prog="diffrl bench cost", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="diffrl bench cost", description=__doc__, formatter_class=_HelpFormat)
     p.add_argument("--env", required=True, help="environment of every contender")
     p.add_argument("--algos", default=",".join(ALGOS), help="comma list of reppo, trudi, amdp, amdp-backprop "
                    "(reppo, the baseline, is always measured)")
@@ -365,7 +368,7 @@ def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
     p.add_argument("--warmup", type=int, default=1, help="untimed calls after compiling")
     p.add_argument("--budget-s", type=float, default=120.0,
                    help="stop repeating a contender once its timed calls in a group reach this many seconds")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial states and the fixed rollout batch")
     p.add_argument("--time-limit-min", type=float, default=None,
                    help="start no new group (N) after this many minutes; skipped N are recorded")
     p.add_argument("--json", default=None, help="write the record here and the table to the same name .md")
