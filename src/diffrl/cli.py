@@ -1,4 +1,4 @@
-"""Command line: ``diffrl train | envs | presets`` (tyro over the typed config).
+"""Command line: ``diffrl train | eval | export | plot | bench | envs | presets`` (tyro over the typed config).
 
 ``diffrl train --algo ppo --env playground/CartpoleSwingup [--preset NAME] [any field]``:
 the algorithm and environment pick a tuned preset (or ``--preset``), and every
@@ -17,6 +17,7 @@ commands:
   eval      evaluate a trained run with one or more samplers (and render a video)
   export    write a self-contained policy (diffrl.load_policy(DIR) -> act(obs, key))
   plot      draw learning curves of one or more runs
+  bench     measure cost side by side (diffrl bench cost: time and memory of the diffusion actors vs REPPO)
   envs      list every available environment with observation and action sizes
   presets   list the named presets of tuned settings
 """
@@ -137,6 +138,27 @@ def cmd_presets(argv: list[str]) -> int:
     return 0
 
 
+BENCH_USAGE = """usage: diffrl bench SUBCOMMAND [ARGS]
+
+subcommands:
+  cost      per-iteration and update wall-clock and peak memory of trudi, amdp and amdp-backprop at
+            each number of diffusion steps, as ratios to reppo (diffrl bench cost --help)
+"""
+
+
+def cmd_bench(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(BENCH_USAGE)
+        return 0
+    if argv[0] != "cost":
+        print(f"diffrl bench: unknown subcommand {argv[0]!r}", file=sys.stderr)
+        print(BENCH_USAGE, file=sys.stderr)
+        return 2
+    from diffrl.bench_cost import main as bench_cost
+
+    return bench_cost(argv[1:])
+
+
 def _lazy(name: str):
     def run(argv: list[str]) -> int:
         from diffrl import commands
@@ -147,7 +169,7 @@ def _lazy(name: str):
 
 
 COMMANDS = {"train": cmd_train, "eval": _lazy("cmd_eval"), "export": _lazy("cmd_export"),
-            "plot": _lazy("cmd_plot"), "envs": cmd_envs, "presets": cmd_presets}
+            "plot": _lazy("cmd_plot"), "bench": cmd_bench, "envs": cmd_envs, "presets": cmd_presets}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,10 +42,12 @@ class Components:
     """The pure pieces a run is made of (all closures over static config)."""
 
     init: Callable[[jax.Array], TrainState]
-    rollout: Callable[[TrainState, jax.Array], tuple]
     iteration: Callable[[TrainState], tuple[TrainState, dict]]
     chunk: Callable[[TrainState], tuple[TrainState, dict]]
     spec: EnvSpec
+    rollout: Callable[[TrainState, jax.Array], tuple]
+    """``rollout(ts, key) -> (env_state, Rollout batch, episode stats, raw obs/rewards)``: the
+    iteration's acting phase alone (``diffrl bench cost`` times the update on its batch)."""
 
 
 def normalise_obs(stats: RunningStats, x: jax.Array, config) -> jax.Array:
