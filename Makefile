@@ -5,8 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.diffrl-installed
-# Default main job: finishes in about 10 minutes on 2 CPU cores, needs no download.
-TRAIN_ARGS ?= --algo ppo --env playground/CartpoleSwingup
+# Default main job: the flagship, TruDi (diffusion actor, trajectory-KL trust region), balancing
+# Playground's Cartpole with its CPU preset; about 10 minutes on 2 CPU cores, needs no download.
+TRAIN_ARGS ?= --algo trudi --env playground/CartpoleBalance --total-env-steps 327680 --num-evals 8
 PYTEST_ARGS ?=
 
 .PHONY: setup train test render-deps clean-venv
