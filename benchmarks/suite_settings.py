@@ -47,12 +47,12 @@ class SuiteSettings:
         return dataclasses.replace(self, **changes)
 
 
-# Quick mode. Budget arithmetic (2 CPU cores, 2 vmapped seeds, CPU presets): one env step of
-# both seeds costs about 0.13 ms (PPO), 0.31 ms (REPPO), 0.33 ms (AMDP), 1.05 ms (TruDi), i.e.
-# 1.8 s per 1k steps for the four algorithms on one task, plus compilation (about 40-80 s per
-# program) and evaluation. 98,304 steps = 12 PPO iterations of 256 x 32 = 24 REPPO/TruDi/AMDP
-# iterations of 128 x 32, so every algorithm trains exactly the same number of steps, in 6
-# chunks (6 evaluations after the one at step 0).
+# Quick mode. 98,304 env steps per seed = 12 PPO iterations of 256 x 32 = 96 REPPO/TruDi/AMDP
+# iterations of 32 x 32 (their CPU presets), so every algorithm trains exactly the same number
+# of steps, in 6 chunks (6 evaluations after the one at step 0). Measured on 2 shared cores
+# (load average 5-10), 2 vmapped seeds, compilation included: PPO about 160 s per task, REPPO
+# 270 s, AMDP 300 s, TruDi 900 s (8-step chain, 128 SGD steps per 1024 transitions), i.e.
+# about 25 min per task under that load; on idle cores roughly a third of that.
 QUICK = SuiteSettings(
     algos=ALGOS,
     tasks=("playground/CartpoleBalance", "playground/CartpoleSwingup", "playground/PendulumSwingup"),
