@@ -1,4 +1,4 @@
-"""TruDi and AMDP keep both optima of toy/BimodalBandit where REPPO's Gaussian cannot.
+"""AMDP keeps both optima of toy/BimodalBandit where REPPO's Gaussian cannot.
 
 The bandit pays exp(-(a -+ 0.5)^2 / 0.02) with two equal peaks; its presets fix
 alpha = 0.1, so the max-entropy optimum exp(Q / alpha) puts half its mass on each
@@ -6,9 +6,12 @@ peak. ``eval/mode_reached`` is the fraction of episodes whose action lands withi
 peak and ``eval/behaviour_entropy`` the normalised entropy of which peak they took
 (core/evaluate.py). A deterministic Gaussian policy (REPPO's "mean") is one action for
 every episode: at best one peak (entropy 0), at worst the valley between them (what it
-learns here: the mean of a hedging Gaussian). TruDi's deterministic probability-flow
-ODE maps different initial noise to different actions, so it can take both peaks, and
-training must raise the fraction that lands on one.
+learns here: the mean of a hedging Gaussian). A diffusion policy's deterministic
+probability-flow ODE maps different initial noise to different actions, so it can take
+both peaks. (TruDi is not asserted here: at this budget its actions only spread from the
+saturated prior to about uniform on [-1, 1], whose mode_reached is 0.4, see
+benchmarks/results/multimodality/; its objective's slow convergence toward exp(Q / alpha) is
+checked in test_trudi_fixed_point.py.)
 """
 import json
 
@@ -28,25 +31,6 @@ def _train(tmp_path, algo, samplers):
 
 
 @pytest.mark.slow
-def test_trudi_ode_takes_both_peaks_where_reppo_mean_cannot(tmp_path):
-    trudi = _train(tmp_path, "trudi", ("sde", "ode"))
-    first, last = trudi[0], trudi[-1]
-    # Initially the ODE pushes the prior's noise to both saturated ends: ~20 % lands near a
-    # peak (measured 0.20). After 30k steps: 0.36-0.43 (32-128 episodes per evaluation);
-    # both peaks are taken about equally (entropy 0.95-1.0).
-    assert last["eval/ode/mode_reached"] >= first["eval/ode/mode_reached"] + 0.1, (first, last)
-    assert last["eval/ode/behaviour_entropy"] > 0.8, last
-    assert last["eval/behaviour_entropy"] > 0.8, last  # the SDE sampler keeps both peaks too
-
-    reppo = _train(tmp_path, "reppo", ("mean", "sample"))[-1]
-    # One action for all episodes: entropy 0 whatever was learned, and here it is the
-    # valley (the Gaussian hedges with its mean between the peaks).
-    # (the first configured sampler, "mean", is reported without a sampler prefix)
-    assert reppo["eval/behaviour_entropy"] * reppo["eval/mode_reached"] < 0.05, reppo
-    assert last["eval/ode/behaviour_entropy"] * last["eval/ode/mode_reached"] > 0.25, last
-
-
-@pytest.mark.slow
 def test_amdp_converges_to_both_peaks(tmp_path):
     # AMDP's erf squash maps the reference end point to Uniform(-1, 1), so ~40 % of the initial
     # actions already land near a peak; reciprocal adjoint matching then regresses the drift
@@ -57,3 +41,10 @@ def test_amdp_converges_to_both_peaks(tmp_path):
     assert last["eval/ode/mode_reached"] > 0.8 > first["eval/ode/mode_reached"] + 0.2, (first, last)
     assert last["eval/ode/behaviour_entropy"] > 0.9, last
     assert last["eval/mode_reached"] > 0.7 and last["eval/behaviour_entropy"] > 0.9, last  # SDE
+
+    reppo = _train(tmp_path, "reppo", ("mean", "sample"))[-1]
+    # REPPO's deterministic action is one action for every episode: entropy 0 whatever was
+    # learned, and here it is the valley (the Gaussian hedges, its mean between the peaks;
+    # measured mode_reached 0). The first configured sampler ("mean") has no prefix.
+    assert reppo["eval/behaviour_entropy"] * reppo["eval/mode_reached"] < 0.05, reppo
+    assert last["eval/ode/behaviour_entropy"] * last["eval/ode/mode_reached"] > 0.7, last

@@ -4,8 +4,11 @@ With a known Q and no state, REPPO/TruDi's pathwise actor loss is
 E[alpha * ell(a) - Q(a)] with ell DIME's path log-ratio (an upper bound on log pi(a),
 dis_chain E7). Its minimiser over path measures has the action marginal
 pi*(a) ∝ exp(Q(a) / alpha) (Celik et al. 2025, DIME, Sec. 3), so plain gradient descent on it,
-starting from the zero-control chain (the squashed prior), must move the samples toward pi*:
-here a bimodal Q whose max-entropy optimum has two equal modes at +-0.5.
+starting from the zero-control chain (the squashed prior), must move the samples toward pi*,
+past what merely spreading them out (uniform actions) gives: here a bimodal Q whose
+max-entropy optimum has two equal modes at +-0.5. Convergence is slow (1500 Adam steps reach
+total variation 0.37 from 0.77, with the spread still 4x the target's); RAM's analogous test
+(test_adjoint_policy.py) gets much closer in fewer steps.
 """
 import jax
 import jax.numpy as jnp
@@ -42,8 +45,8 @@ def folded_tv(actions, p_bins, edges):
 
 
 def test_pathwise_max_entropy_objective_moves_diffusion_policy_toward_boltzmann_q():
-    policy = DiffusionPolicy(DiffusionPolicyConfig(num_steps=8, hidden=(32, 32)), action_size=1)
-    steps, batch = 400, 256
+    policy = DiffusionPolicy(DiffusionPolicyConfig(num_steps=8, hidden=(64, 64)), action_size=1)
+    steps, batch = 1500, 512
     opt = optax.adam(optax.cosine_decay_schedule(3e-3, steps, 0.05))
     params0 = policy.init(jax.random.PRNGKey(0), 1)
     obs = jnp.zeros((batch, 1))
@@ -65,13 +68,14 @@ def test_pathwise_max_entropy_objective_moves_diffusion_policy_toward_boltzmann_
 
     edges = np.linspace(-1.0, 1.0, 41)
     p_bins, spread = target_bins(edges)
-    tv_before, tv_after = folded_tv(before, p_bins, edges), folded_tv(after, p_bins, edges)
-    # The initial policy is the squashed prior tanh(N(0, 2.5^2)): most mass near +-1, TV 0.77.
-    # 400 steps bring it to ~0.5 (1500 steps: ~0.37); sampling error of TV with 10k samples
-    # in 20 bins is ~0.02, so requiring a 25 % reduction cannot pass by chance.
-    assert tv_after < 0.75 * tv_before, (tv_before, tv_after)
+    uniform = np.linspace(-1.0, 1.0, 10_000)
+    tv_before, tv_after, tv_uniform = (folded_tv(x, p_bins, edges) for x in (before, after, uniform))
+    # The initial policy is the squashed prior tanh(N(0, 2.5^2)): most mass near +-1 (TV 0.77).
+    # Uniform actions are at TV 0.54 (pi* has 94 % of its mass within 0.2 of the peaks), so
+    # merely spreading out is not enough: 1500 steps reach 0.37 (measured), and sampling error
+    # of TV with 10k samples in 20 bins is ~0.02.
+    assert tv_after < 0.45 < tv_uniform - 0.05, (tv_before, tv_after, tv_uniform)
     # Symmetric Q: both modes kept, each with 40-60 % of the mass (binomial sd at 10k: 0.5 %).
     assert 0.4 < np.mean(after < 0) < 0.6
-    # The within-mode spread shrinks from the prior's toward pi*'s (target 0.011).
-    sp_before, sp_after = (np.mean((np.abs(x) - 0.5) ** 2) for x in (before, after))
-    assert abs(sp_after - spread) < 0.6 * abs(sp_before - spread), (sp_before, sp_after, spread)
+    # Within-mode spread E[(|a| - 0.5)^2]: prior ~0.19, uniform 1/12, pi* 0.011; measured 0.047.
+    assert np.mean((np.abs(after) - 0.5) ** 2) < 0.06 < 1 / 12 - 0.02, spread

@@ -1,4 +1,4 @@
-"""Command line: ``diffrl train | eval | export | plot | bench | envs | presets`` (tyro over the typed config).
+"""Command line: ``diffrl train | eval | export | plot | actions | bench | envs | presets`` (tyro over the typed config).
 
 ``diffrl train --algo ppo --env playground/CartpoleSwingup [--preset NAME] [any field]``:
 the algorithm and environment pick a tuned preset (or ``--preset``), and every
@@ -17,6 +17,7 @@ commands:
   eval      evaluate a trained run with one or more samplers (and render a video)
   export    write a self-contained policy (diffrl.load_policy(DIR) -> act(obs, key))
   plot      draw learning curves of one or more runs
+  actions   plot a trained policy's action distribution at chosen states, per sampler
   bench     measure cost side by side (diffrl bench cost: time and memory of the diffusion actors vs REPPO)
   envs      list every available environment with observation and action sizes
   presets   list the named presets of tuned settings
@@ -168,8 +169,15 @@ def _lazy(name: str):
     return run
 
 
+def _actions(argv: list[str]) -> int:
+    from diffrl.action_plot import cmd_actions
+
+    return cmd_actions(argv)
+
+
 COMMANDS = {"train": cmd_train, "eval": _lazy("cmd_eval"), "export": _lazy("cmd_export"),
-            "plot": _lazy("cmd_plot"), "bench": cmd_bench, "envs": cmd_envs, "presets": cmd_presets}
+            "plot": _lazy("cmd_plot"), "actions": _actions, "bench": cmd_bench, "envs": cmd_envs,
+            "presets": cmd_presets}
 
 
 def main(argv: list[str] | None = None) -> int:
