@@ -37,8 +37,10 @@ render-deps:
 train: setup
 	MUJOCO_GL=egl $(PY) -m diffrl.cli train $(TRAIN_ARGS)
 
+# Two pytest workers (pytest-xdist): the suite is dominated by compiling and by small
+# single-threaded training programs, so two processes keep both CPU cores busy.
 test: setup
-	JAX_PLATFORMS=cpu MUJOCO_GL=egl $(PY) -m pytest -q $(PYTEST_ARGS)
+	JAX_PLATFORMS=cpu MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --dist worksteal $(PYTEST_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)
