@@ -9,6 +9,7 @@ import pytest
 
 from diffrl.policies import PathwisePolicy, Policy
 from diffrl.policies.adjoint import AdjointAux, AdjointPolicy, AdjointPolicyConfig
+from bimodal_toy import bimodal_q, target_bins
 
 SMALL = AdjointPolicyConfig(hidden=(32, 32), num_steps=8)
 OBS = jax.random.normal(jax.random.PRNGKey(1), (40, 128, 3))  # (T, B, o), shared: one compilation
@@ -101,21 +102,6 @@ ALPHA = 2.0
 BETA = 1.0 / ALPHA  # p*(a) ∝ exp(Q / alpha) = mixture^beta on (-1, 1)
 
 
-def bimodal_q(a):
-    """Q(a) = log(N(a; -0.5, 0.15) + N(a; 0.5, 0.15)) (unnormalised), a: (..., 1) -> (...,)."""
-    a = a[..., 0]
-    return jnp.log(jnp.exp(-0.5 * ((a - 0.5) / 0.15) ** 2) + jnp.exp(-0.5 * ((a + 0.5) / 0.15) ** 2))
-
-
-def target_bins(edges):
-    """Probabilities of p*(a) ∝ exp(Q(a)/alpha) on (-1, 1) in the given bins, and E[(|a| - 0.5)^2]."""
-    grid = np.linspace(-1.0, 1.0, 40_001)
-    dens = np.exp(np.asarray(bimodal_q(jnp.asarray(grid)[:, None]), np.float64) / ALPHA)
-    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(grid))])
-    spread = np.trapezoid(dens * (np.abs(grid) - 0.5) ** 2, grid) / cdf[-1]
-    return np.diff(np.interp(edges, grid, cdf / cdf[-1])), spread
-
-
 def test_reciprocal_adjoint_matching_converges_to_max_ent_policy():
     # AMDP's update on a state-free toy: sample X_1 from the current policy, grad_a Q at
     # a = erf(k X_1), several Adam steps on the RAM loss with fresh bridge draws, resample.
@@ -154,7 +140,7 @@ def test_reciprocal_adjoint_matching_converges_to_max_ent_policy():
     a = np.asarray(jax.jit(policy.sample)(params, jnp.zeros((10_000, 1)), jax.random.PRNGKey(2))[0][:, 0], np.float64)
 
     edges = np.linspace(-1.0, 1.0, 41)
-    p_bins, spread = target_bins(edges)
+    p_bins, spread = target_bins(edges, ALPHA)
     hist = np.histogram(a, edges)[0] / a.size
     # Mode weights are only weakly identified by RAM (the regression sees a mode-weight error only
     # through samples in the valley between the modes), so they are checked separately and loosely:

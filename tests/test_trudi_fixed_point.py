@@ -16,25 +16,11 @@ import numpy as np
 import optax
 
 from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig
+from bimodal_toy import bimodal_q, target_bins
 
 jax.config.update("jax_platforms", "cpu")
 
 ALPHA = 0.5
-
-
-def bimodal_q(a):
-    """Q(a) = log(N(a; -0.5, 0.15) + N(a; 0.5, 0.15)) (unnormalised), (..., 1) -> (...,)."""
-    a = a[..., 0]
-    return jnp.log(jnp.exp(-0.5 * ((a - 0.5) / 0.15) ** 2) + jnp.exp(-0.5 * ((a + 0.5) / 0.15) ** 2))
-
-
-def target_bins(edges):
-    """Bin probabilities of pi*(a) ∝ exp(Q(a)/alpha) on (-1, 1) and its spread E[(|a| - 0.5)^2]."""
-    grid = np.linspace(-1.0, 1.0, 40_001)
-    dens = np.exp(np.asarray(bimodal_q(jnp.asarray(grid)[:, None]), np.float64) / ALPHA)
-    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(grid))])
-    spread = np.trapezoid(dens * (np.abs(grid) - 0.5) ** 2, grid) / cdf[-1]
-    return np.diff(np.interp(edges, grid, cdf / cdf[-1])), spread
 
 
 def folded_tv(actions, p_bins, edges):
@@ -67,7 +53,7 @@ def test_pathwise_max_entropy_objective_moves_diffusion_policy_toward_boltzmann_
     before, after = (np.asarray(sample(p), np.float64) for p in (params0, params))
 
     edges = np.linspace(-1.0, 1.0, 41)
-    p_bins, spread = target_bins(edges)
+    p_bins, spread = target_bins(edges, ALPHA)
     uniform = np.linspace(-1.0, 1.0, 10_000)
     tv_before, tv_after, tv_uniform = (folded_tv(x, p_bins, edges) for x in (before, after, uniform))
     # The initial policy is the squashed prior tanh(N(0, 2.5^2)): most mass near +-1 (TV 0.77).
