@@ -40,6 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from suite_records import read_records  # noqa: E402
 from suite_settings import score_range  # noqa: E402
 
+from diffrl.plotting import save_figure  # noqa: E402
+
 LEVEL = 0.95
 GRID_POINTS = 50
 
@@ -193,10 +195,7 @@ def plot_curves(groups, x: str, out: Path, resamples: int, seed: int) -> Path:
         ax.legend(fontsize="small")
     for ax in list(axes.flat)[len(tasks):]:
         ax.set_visible(False)
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def plot_aggregate(stats: dict, out: Path) -> Path:
@@ -214,10 +213,7 @@ def plot_aggregate(stats: dict, out: Path) -> Path:
         ax.grid(axis="x", alpha=0.3)
     tasks = len({r["task"] for r in stats["per_task"]})
     fig.suptitle(f"{tasks} task(s): point estimate and {int(round(100 * stats['level']))}% stratified bootstrap CI")
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def plot_iqm_curve(groups, stats: dict, out: Path, resamples: int, seed: int) -> Path:
@@ -245,10 +241,7 @@ def plot_iqm_curve(groups, stats: dict, out: Path, resamples: int, seed: int) ->
     ax.set_ylabel("IQM normalised return")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def aggregate(dirs, out: str | Path, score_ranges: dict | None = None, resamples: int = 2000,

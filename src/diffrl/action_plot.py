@@ -69,7 +69,8 @@ def plot_action_distribution(actions: dict, out: str | Path, title: str = "", ma
     first = next(iter(actions.values()))
     num_states, _, dims = first.shape
     cols = min(dims, max_dims)
-    fig, axes = plt.subplots(num_states, cols, figsize=(max(3.2 * cols, 6.4), 2.2 * num_states + 0.4), squeeze=False)
+    figsize = (max(3.2 * cols, 6.4), 2.2 * num_states + 0.4)
+    fig, axes = plt.subplots(num_states, cols, figsize=figsize, squeeze=False)
     edges = np.linspace(-1.0, 1.0, bins + 1)
     for s in range(num_states):
         for j in range(cols):
@@ -86,12 +87,9 @@ def plot_action_distribution(actions: dict, out: str | Path, title: str = "", ma
     axes[0, 0].legend(fontsize=7, loc="upper left")
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    from diffrl.plotting import save_figure
+
+    return save_figure(fig, out, dpi=110)
 
 
 def cmd_actions(argv: list[str]) -> int:

@@ -173,13 +173,20 @@ def plot_runs(
         ax.set_visible(False)
     if title:
         fig.suptitle(title)
+    return save_figure(fig, out)
+
+
+
+def save_figure(fig, out: str | Path, dpi: int = 100) -> Path:
+    """Lay out, write ``fig`` to ``out`` (creating its folder) and close it; returns the path."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
+    fig.savefig(out, dpi=dpi)
     plt.close(fig)
     return out
-
 
 def plot_run(run_dir: str | Path, x: str = "env_steps", y: str = "eval/episode_return") -> Path:
     """``run_dir/curve.png``: the learning curve of one run (mean over its seeds)."""
