@@ -6,14 +6,20 @@ dis_chain E7). Its minimiser over path measures has the action marginal
 pi*(a) ∝ exp(Q(a) / alpha) (Celik et al. 2025, DIME, Sec. 3), so plain gradient descent on it,
 starting from the zero-control chain (the squashed prior), must move the samples toward pi*,
 past what merely spreading them out (uniform actions) gives: here a bimodal Q whose
-max-entropy optimum has two equal modes at +-0.5. Convergence is slow (1500 Adam steps reach
-total variation 0.37 from 0.77, with the spread still 4x the target's); RAM's analogous test
-(test_adjoint_policy.py) gets much closer in fewer steps.
+max-entropy optimum has two equal modes at +-0.5.
+
+How close 1500 Adam steps get depends on the squash. The reference tanh saturates the
+N(0, 2.5^2) prior (most initial actions near +-1), and the chain has to pull that mass in and
+contract each mode to an x-width of ~0.04: total variation 0.77 -> 0.37, spread still 4x the
+target's. erf(x / (sqrt(2) 2.5)) maps the prior to Uniform(-1, 1) and makes each peak 3x wider
+in x: total variation 0.13, spread 1.6x the target's (measured; the trudi-bandit preset uses erf
+for this reason).
 """
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig
 from bimodal_toy import bimodal_q, target_bins
@@ -30,8 +36,12 @@ def folded_tv(actions, p_bins, edges):
     return 0.5 * np.abs(hist[half:] + hist[:half][::-1] - p_bins[half:] - p_bins[:half][::-1]).sum()
 
 
-def test_pathwise_max_entropy_objective_moves_diffusion_policy_toward_boltzmann_q():
-    policy = DiffusionPolicy(DiffusionPolicyConfig(num_steps=8, hidden=(64, 64)), action_size=1)
+# (squash, TV bound, spread bound): measured 0.37 / 0.047 (tanh) and 0.13 / 0.018 (erf); the
+# bounds leave ~0.05 TV (sampling error of TV with 10k samples in 20 bins is ~0.02) and ~25 %.
+@pytest.mark.parametrize("squash,max_tv,max_spread", [("tanh", 0.45, 0.06), ("erf", 0.2, 0.025)])
+def test_pathwise_max_entropy_objective_moves_diffusion_policy_toward_boltzmann_q(squash, max_tv, max_spread):
+    config = DiffusionPolicyConfig(num_steps=8, hidden=(64, 64), squash=squash)
+    policy = DiffusionPolicy(config, action_size=1)
     steps, batch = 1500, 512
     opt = optax.adam(optax.cosine_decay_schedule(3e-3, steps, 0.05))
     params0 = policy.init(jax.random.PRNGKey(0), 1)
@@ -56,12 +66,11 @@ def test_pathwise_max_entropy_objective_moves_diffusion_policy_toward_boltzmann_
     p_bins, spread = target_bins(edges, ALPHA)
     uniform = np.linspace(-1.0, 1.0, 10_000)
     tv_before, tv_after, tv_uniform = (folded_tv(x, p_bins, edges) for x in (before, after, uniform))
-    # The initial policy is the squashed prior tanh(N(0, 2.5^2)): most mass near +-1 (TV 0.77).
-    # Uniform actions are at TV 0.54 (pi* has 94 % of its mass within 0.2 of the peaks), so
-    # merely spreading out is not enough: 1500 steps reach 0.37 (measured), and sampling error
-    # of TV with 10k samples in 20 bins is ~0.02.
-    assert tv_after < 0.45 < tv_uniform - 0.05, (tv_before, tv_after, tv_uniform)
+    # The initial policy is the squashed prior: tanh puts most mass near +-1 (TV 0.77), erf is
+    # uniform. Uniform actions are at TV 0.54 (pi* has 94 % of its mass within 0.2 of the
+    # peaks), so merely spreading out is not enough.
+    assert tv_after < max_tv < tv_uniform - 0.05, (tv_before, tv_after, tv_uniform)
     # Symmetric Q: both modes kept, each with 40-60 % of the mass (binomial sd at 10k: 0.5 %).
     assert 0.4 < np.mean(after < 0) < 0.6
-    # Within-mode spread E[(|a| - 0.5)^2]: prior ~0.19, uniform 1/12, pi* 0.011; measured 0.047.
-    assert np.mean((np.abs(after) - 0.5) ** 2) < 0.06 < 1 / 12 - 0.02, spread
+    # Within-mode spread E[(|a| - 0.5)^2]: tanh prior ~0.19, uniform 1/12, pi* 0.011.
+    assert np.mean((np.abs(after) - 0.5) ** 2) < max_spread < 1 / 12 - 0.02, spread
