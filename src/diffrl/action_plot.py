@@ -49,9 +49,9 @@ def sample_actions(trainer, state, samplers: list[str], num_states: int, num_sam
     env_state = states_at(key_reset, key_warmup)
     obs, critic_obs = observe(env_state)
     repeat = lambda x: jnp.repeat(x, num_samples, axis=0)  # (S*K, ...), state-major
+    act = jax.jit(algo.eval_action, static_argnums=4)
     out = {}
     for i, sampler in enumerate(samplers):
-        act = jax.jit(algo.eval_action, static_argnums=4)
         actions = act(ts.algo, repeat(obs), repeat(critic_obs), jax.random.fold_in(key_sample, i), sampler)
         out[sampler] = np.asarray(actions).reshape(num_states, num_samples, -1)
     return np.asarray(env_state.obs), out

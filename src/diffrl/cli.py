@@ -160,23 +160,18 @@ def cmd_bench(argv: list[str]) -> int:
     return bench_cost(argv[1:])
 
 
-def _lazy(name: str):
+def _lazy(name: str, module: str = "diffrl.commands"):
+    """A command that imports its (heavy) module only when run."""
     def run(argv: list[str]) -> int:
-        from diffrl import commands
+        import importlib
 
-        return getattr(commands, name)(argv)
+        return getattr(importlib.import_module(module), name)(argv)
 
     return run
 
 
-def _actions(argv: list[str]) -> int:
-    from diffrl.action_plot import cmd_actions
-
-    return cmd_actions(argv)
-
-
 COMMANDS = {"train": cmd_train, "eval": _lazy("cmd_eval"), "export": _lazy("cmd_export"),
-            "plot": _lazy("cmd_plot"), "actions": _actions, "bench": cmd_bench, "envs": cmd_envs,
+            "plot": _lazy("cmd_plot"), "actions": _lazy("cmd_actions", "diffrl.action_plot"), "bench": cmd_bench, "envs": cmd_envs,
             "presets": cmd_presets}
 
 

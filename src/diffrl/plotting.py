@@ -176,7 +176,6 @@ def plot_runs(
     return save_figure(fig, out)
 
 
-
 def save_figure(fig, out: str | Path, dpi: int = 100) -> Path:
     """Lay out, write ``fig`` to ``out`` (creating its folder) and close it; returns the path."""
     import matplotlib.pyplot as plt
@@ -187,6 +186,7 @@ def save_figure(fig, out: str | Path, dpi: int = 100) -> Path:
     fig.savefig(out, dpi=dpi)
     plt.close(fig)
     return out
+
 
 def plot_run(run_dir: str | Path, x: str = "env_steps", y: str = "eval/episode_return") -> Path:
     """``run_dir/curve.png``: the learning curve of one run (mean over its seeds)."""
