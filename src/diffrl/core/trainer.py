@@ -77,7 +77,8 @@ def first_nonfinite(metrics: dict, iteration0: int) -> str | None:
 class Trainer:
     """``Trainer(config).run()`` trains and writes the run directory; returns the summary."""
 
-    def __init__(self, config: TrainConfig, progress_fn: Callable[[dict], None] | None = None):
+    def __init__(self, config: TrainConfig, progress_fn: Callable[[dict], None] | None = None,
+                 metrics_fn: Callable[[int, dict], None] | None = None):
         self.config = config
         # Before anything touches a device: a multi-process run joins its peers first.
         initialize_distributed(config.coordinator_address, config.num_processes, config.process_id)
@@ -92,6 +93,9 @@ class Trainer:
         else:
             self.run_dir = Path(config.out) if config.out else default_run_dir(config.env, config.algo)
         self.progress_fn = progress_fn
+        # metrics_fn(first_iteration, {name: (num_seeds, iterations_per_chunk) array}): the raw
+        # per-seed, per-iteration training metrics of every chunk (the logged rows average them).
+        self.metrics_fn = metrics_fn
         self._stop_requested = False
 
     def request_stop(self) -> None:
@@ -272,6 +276,8 @@ class Trainer:
             metrics = to_host(metrics)
             dt = time.perf_counter() - t0
             train_time += dt
+            if self.metrics_fn:
+                self.metrics_fn(c * cfg.iterations_per_chunk, metrics)
             problem = first_nonfinite(metrics, c * cfg.iterations_per_chunk) if cfg.check_finite else None
             if problem:
                 logger.log({"env_steps": (c + 1) * steps_per_chunk, "error": problem})

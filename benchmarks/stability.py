@@ -1,0 +1,242 @@
+"""Multi-seed stability of training: per-seed curves, drops from the best, per-iteration diagnostics.
+
+Usage (the command behind ``benchmarks/results/stability/``):
+
+    python benchmarks/stability.py --algos trudi,reppo,amdp --envs gymnax/Pendulum-v1 \
+        --num-seeds 8 --num-evals 12 --out benchmarks/results/stability/pendulum
+
+Each (algo, env) pair trains ``--num-seeds`` seeds in ONE vmapped program with the pair's
+default preset (``--set key=value`` or ``--set algo:key=value`` overrides a field). Every
+evaluation runs every sampler the algorithm has (or ``--samplers``). Written under ``OUT/``:
+
+* ``<env>--<algo>.json``: per-seed evaluation returns per sampler, the random policy's
+  return, the normalisation range, the per-seed stability statistics below, the config;
+* ``<env>--<algo>.npz``: every training metric per seed and iteration ((seeds, iterations)
+  arrays: trust-region KL and its bound, out-of-region fraction, alpha, beta, the entropy
+  estimate, the critic's squared TD error ``critic/q_mse``, ...);
+* ``<env>--<algo>.png``: per-seed evaluation curves and those diagnostics;
+* ``table.md``: one row per seed (best, final, worst drop) and a summary per pair.
+
+Normalised return: (R - R_random) / (R_max - R_random), R_random the mean return of
+uniformly random actions (measured here with the same evaluation code) and R_max the
+task's largest possible return (:data:`MAX_RETURN`). The worst drop of a seed is the
+largest fall of its normalised return below its own best-so-far at any evaluation in the
+last third of training (evaluations at env steps >= 2/3 of the total).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+# Largest possible undiscounted return per task (reward upper bound x episode length).
+MAX_RETURN = {
+    "gymnax/Pendulum-v1": 0.0,  # reward -(theta^2 + 0.1 thetadot^2 + 0.001 u^2) <= 0
+    "playground/CartpoleBalance": 1000.0,  # DM Control: rewards in [0, 1], 1000 steps
+    "playground/CartpoleSwingup": 1000.0,
+    "playground/PendulumSwingup": 1000.0,
+}
+DIAGNOSTICS = ("actor/kl", "actor/out_of_trust_region", "dual/alpha", "dual/beta", "am/kl", "am/lambda",
+               "actor/entropy_estimate", "critic/q_mse")
+
+
+def parse_value(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+class RandomPolicy:
+    """Uniform actions in [-1, 1]^d through the evaluation code (the normalisation's zero)."""
+
+    def __init__(self, action_size: int):
+        self.action_size = action_size
+
+    def eval_action(self, state, obs, critic_obs, key, sampler):
+        import jax
+
+        return jax.random.uniform(key, obs.shape[:-1] + (self.action_size,), minval=-1.0, maxval=1.0)
+
+
+def random_return(config, episodes: int = 256, seed: int = 12345) -> float:
+    """Mean return of uniformly random actions over ``episodes`` evaluation episodes."""
+    import jax
+
+    from diffrl.core.build import build
+    from diffrl.core.evaluate import make_evaluate
+    from diffrl.normalization import init_stats
+
+    config = config.replace(eval_envs=episodes, num_seeds=1)
+    _, _, eval_env = build(config)
+    spec = eval_env.spec
+    evaluate = make_evaluate(config, eval_env, RandomPolicy(spec.action_size))
+    out = jax.jit(evaluate, static_argnums=4)(None, init_stats(spec.obs_size), init_stats(spec.critic_size),
+                                               jax.random.PRNGKey(seed), "random")
+    return float(out["episode_return"])
+
+
+def worst_drop(steps: np.ndarray, returns: np.ndarray, total_steps: int) -> float:
+    """Largest fall below the best-so-far at evaluations in the last third; returns (E,) normalised."""
+    best = np.maximum.accumulate(returns)
+    late = steps >= (2.0 / 3.0) * total_steps
+    return float(np.max((best - returns)[late])) if np.any(late) else float("nan")
+
+
+def seed_statistics(steps, returns, low: float, high: float, total_steps: int) -> list[dict]:
+    """returns: (E, seeds) raw -> per seed {best, final, worst_drop} (normalised) and raw values."""
+    norm = (np.asarray(returns, np.float64) - low) / (high - low)
+    out = []
+    for i in range(norm.shape[1]):
+        out.append({
+            "seed": i,
+            "best": float(norm[:, i].max()),
+            "final": float(norm[-1, i]),
+            "worst_drop": worst_drop(np.asarray(steps), norm[:, i], total_steps),
+            "best_raw": float(np.max(returns[:, i])),
+            "final_raw": float(returns[-1, i]),
+        })
+    return out
+
+
+def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
+    from diffrl.core.trainer import Trainer
+    from diffrl.presets import _set, resolve
+
+    name = f"{env.replace('/', '_')}--{algo}"
+    config = resolve(algo, env, args.preset.get(algo))
+    changes = dict(num_seeds=args.num_seeds, seed=args.seed, num_evals=args.num_evals, eval_envs=args.eval_envs,
+                   progress=False, tensorboard=False, checkpoint_every=0,
+                   out=str(Path(args.out) / "runs" / name))
+    if args.total_env_steps:
+        changes["total_env_steps"] = args.total_env_steps
+    config = config.replace(**changes)
+    for key, value in overrides.items():
+        if key.startswith(algo + ":"):
+            key = key.split(":", 1)[1]
+        elif ":" in key:
+            continue
+        config = _set(config, key, value)
+    probe = Trainer(config)
+    samplers = tuple(s for s in (args.samplers or probe.algo.samplers) if s in probe.algo.samplers)
+    config = config.replace(eval_samplers=samplers)
+    chunks: list[tuple[int, dict]] = []
+    trainer = Trainer(config, metrics_fn=lambda it, m: chunks.append((it, {k: np.asarray(v) for k, v in m.items()})))
+    t0 = time.perf_counter()
+    summary = trainer.run()
+    wall = time.perf_counter() - t0
+    lines = (Path(config.out) / "metrics.jsonl").read_text().splitlines()
+    rows = [r for r in map(json.loads, lines) if "eval/seed_returns" in r]
+    steps = np.array([r["env_steps"] for r in rows])
+    low, high = random_return(config), MAX_RETURN.get(env, float("nan"))
+    per_sampler = {}
+    for i, sampler in enumerate(samplers):
+        prefix = "eval/" if i == 0 else f"eval/{sampler}/"
+        returns = np.array([r[prefix + "seed_returns"] for r in rows])  # (E, seeds)
+        per_sampler[sampler] = {"returns": returns.tolist(),
+                                "seeds": seed_statistics(steps, returns, low, high, config.trained_env_steps)}
+    metrics = {}
+    for key in chunks[0][1]:
+        if not key.startswith("nonfinite/"):
+            metrics[key] = np.concatenate([m[key] for _, m in chunks], axis=1)  # (seeds, iterations)
+    out = Path(args.out)
+    np.savez_compressed(out / f"{name}.npz", **{k.replace("/", "__"): v for k, v in metrics.items()})
+    record = {
+        "algo": algo, "env": env, "num_seeds": config.num_seeds, "seed": config.seed, "preset": config.preset,
+        "samplers": list(samplers), "env_steps": steps.tolist(), "random_return": low, "max_return": high,
+        "trained_env_steps": config.trained_env_steps, "eval_episodes": config.eval_envs,
+        "per_sampler": per_sampler, "wall_s": wall, "train_time_s": summary["train_time_s"],
+        "overrides": {k: repr(v) for k, v in overrides.items()},
+        "kl_bound": config.reppo.kl_bound if algo != "amdp" else config.adjoint.kl_bound,
+    }
+    (out / f"{name}.json").write_text(json.dumps(record, indent=1))
+    plot_pair(record, metrics, out / f"{name}.png")
+    return record
+
+
+def plot_pair(record: dict, metrics: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in DIAGNOSTICS if k in metrics]
+    fig, axes = plt.subplots(1, 1 + len(keys), figsize=(3.2 * (1 + len(keys)), 2.8))
+    sampler = record["samplers"][0]
+    returns = np.array(record["per_sampler"][sampler]["returns"])
+    axes[0].plot(record["env_steps"], returns, lw=1)
+    axes[0].set_title(f"{record['algo']} {record['env'].split('/')[-1]}\neval ({sampler})", fontsize=8)
+    for ax, key in zip(axes[1:], keys):
+        values = metrics[key]
+        ax.plot(np.arange(values.shape[1]), values.T, lw=0.6)
+        if key in ("dual/alpha", "dual/beta", "am/lambda"):
+            ax.set_yscale("log")
+        if key in ("actor/kl", "am/kl"):
+            ax.axhline(record["kl_bound"], color="k", ls="--", lw=0.8)
+        ax.set_title(key, fontsize=8)
+        ax.set_xlabel("iteration", fontsize=7)
+    for ax in axes:
+        ax.tick_params(labelsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def table(records: list[dict]) -> str:
+    lines = ["| env | algo | sampler | seed | best | final | worst drop (last third) |", "|---|---|---|---|---|---|---|"]
+    summary = ["| env | algo | sampler | median best | median final | max worst drop | seeds dropping > 0.2 |",
+               "|---|---|---|---|---|---|---|"]
+    for r in records:
+        for sampler, data in r["per_sampler"].items():
+            seeds = data["seeds"]
+            if sampler == r["samplers"][0]:
+                for s in seeds:
+                    lines.append(f"| {r['env']} | {r['algo']} | {sampler} | {s['seed']} | {s['best']:.3f} | "
+                                 f"{s['final']:.3f} | {s['worst_drop']:.3f} |")
+            drops = np.array([s["worst_drop"] for s in seeds])
+            summary.append(f"| {r['env']} | {r['algo']} | {sampler} | "
+                           f"{np.median([s['best'] for s in seeds]):.3f} | "
+                           f"{np.median([s['final'] for s in seeds]):.3f} | {np.nanmax(drops):.3f} | "
+                           f"{int(np.sum(drops > 0.2))}/{len(seeds)} |")
+    head = ("Normalised return (R - R_random) / (R_max - R_random); worst drop = largest fall below the "
+            "seed's best-so-far at an evaluation in the last third of training.\n\n")
+    return head + "\n".join(summary) + "\n\n" + "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--algos", required=True, help="comma-separated algorithm names")
+    p.add_argument("--envs", required=True, help="comma-separated environment names")
+    p.add_argument("--num-seeds", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-evals", type=int, default=12)
+    p.add_argument("--eval-envs", type=int, default=32)
+    p.add_argument("--total-env-steps", type=int, default=None, help="default: the preset's")
+    p.add_argument("--samplers", default=None, help="comma-separated; default: every sampler of the algorithm")
+    p.add_argument("--preset", action="append", default=[], help="algo=name (repeatable)")
+    p.add_argument("--set", action="append", default=[], help="key=value or algo:key=value (repeatable)")
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    args.samplers = tuple(args.samplers.split(",")) if args.samplers else None
+    args.preset = dict(item.split("=", 1) for item in args.preset)
+    overrides = {k: parse_value(v) for k, v in (item.split("=", 1) for item in args.set)}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+    for env in args.envs.split(","):
+        for algo in args.algos.split(","):
+            print(f"== {algo} on {env} ({args.num_seeds} seeds)", flush=True)
+            records.append(run_pair(algo, env, args, overrides))
+            (out / "table.md").write_text(table(records))
+            print(table(records[-1:]), flush=True)
+    (out / "command.txt").write_text("python benchmarks/stability.py " + " ".join(sys.argv[1:] if argv is None else argv) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
