@@ -181,26 +181,36 @@ def test_trust_region_kl_estimators_gradients_and_zero_at_equality():
     assert abs(diff.mean()) < 4 * diff.std() / math.sqrt(len(diff))
 
 
-def test_ode_samplers_are_the_deterministic_chains_of_the_initial_noise():
-    policy, params = make()
+def test_deterministic_samplers_are_the_chains_of_the_initial_noise():
+    policy, params = make(noise_free_coef=0.7)
     params = perturbed(params, jax.random.key(9), scale=0.3)  # a non-trivial control
     obs = OBS_TB
+    assert policy.samplers == ("sde", "reversal-ode", "noise-free")
 
     @jax.jit
     def run(key):
-        sde, ode, ode_c = (policy.eval_action(params, obs, key, name) for name in policy.samplers)
+        sde, reversal, noise_free = (policy.eval_action(params, obs, key, name) for name in policy.samplers)
         x0 = 2.5 * jax.random.normal(key, (*obs.shape[:-1], ACT))  # the only randomness: x_0
         control = lambda x, n: policy.net.apply(params["control"], x, obs, n)
-        by_hand = dis_chain.probability_flow_ode(control, policy.step_sizes(params), x0)
-        return sde, ode, ode_c, jnp.tanh(by_hand)
+        eta = policy.step_sizes(params)
+        by_hand = (dis_chain.reversal_ode(control, eta, x0), dis_chain.noise_free_chain(control, eta, 2.5, x0, 0.7))
+        return sde, reversal, noise_free, jnp.tanh(by_hand[0]), jnp.tanh(by_hand[1])
 
-    sde, ode, ode_c, by_hand = run(jax.random.key(2))
-    for a in (sde, ode, ode_c):
+    sde, reversal, noise_free, reversal_by_hand, noise_free_by_hand = run(jax.random.key(2))
+    for a in (sde, reversal, noise_free):
         assert a.shape == (*obs.shape[:-1], ACT) and bool(jnp.all(jnp.abs(a) <= 1.0))
-    np.testing.assert_allclose(ode, by_hand, atol=1e-6)
-    assert not np.allclose(ode, ode_c, atol=1e-3)
-    with pytest.raises(ValueError):
+    np.testing.assert_allclose(reversal, reversal_by_hand, atol=1e-6)
+    np.testing.assert_allclose(noise_free, noise_free_by_hand, atol=1e-6)
+    assert not np.allclose(reversal, noise_free, atol=1e-3)
+    with pytest.raises(ValueError, match="choose from"):
         policy.eval_action(params, obs, jax.random.key(2), "mean")
+
+
+@pytest.mark.parametrize("old, new", [("ode", "reversal-ode"), ("ode-c", "noise-free")])
+def test_retired_sampler_names_are_refused_with_the_new_name(old, new):
+    policy, params = make()
+    with pytest.raises(ValueError, match=f"'{old}' is now '{new}'"):
+        policy.eval_action(params, OBS_TB, jax.random.key(2), old)
 
 
 def test_config_validation():

@@ -153,8 +153,8 @@ def test_config_from_json_and_kind_lookup():
     assert set(POLICY_KINDS) >= {"gaussian", "diffusion", "adjoint"}
 
 
-@pytest.mark.parametrize("kind", ["diffusion", "adjoint"])
-def test_diffusion_round_trip_with_ode_sampler(tmp_path, kind):
+@pytest.mark.parametrize("kind, sampler", [("diffusion", "reversal-ode"), ("adjoint", "ode")])
+def test_diffusion_round_trip_with_deterministic_sampler(tmp_path, kind, sampler):
     module, policy_name, config_name = POLICY_KINDS[kind]
     try:
         mod = importlib.import_module(module)
@@ -165,10 +165,10 @@ def test_diffusion_round_trip_with_ode_sampler(tmp_path, kind):
     params = init_perturbed(policy, 0.1)
     stats, obs = stats_and_obs()
     out = export_policy(tmp_path / kind, kind, config, ACT, OBS, params, stats, True, CLIP, "sde")
-    act = load_policy(out, sampler="ode")
+    act = load_policy(out, sampler=sampler)
     assert policy_kind_of(act.policy) == kind and act.policy.config == config
     key = jax.random.PRNGKey(9)
-    want = reference(policy, params, obs, key, "ode", stats)
+    want = reference(policy, params, obs, key, sampler, stats)
     got = jax.jit(act)(obs, key)
     assert got.shape == (7, ACT)
     np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)

@@ -8,8 +8,9 @@ peak and ``eval/behaviour_entropy`` the normalised entropy of which peak they to
 every episode: at best one peak (entropy 0), at worst the valley between them (what it
 learns here: the mean of a hedging Gaussian); its stochastic policy ("sample") is one wide
 bump over both peaks, so most of its episodes land in neither. A diffusion policy's
-deterministic probability-flow ODE maps different initial noise to different actions, so
-it can take both peaks, and its SDE can put nearly all its mass on them.
+deterministic samplers (AMDP's probability-flow ODE, TruDi's reversal-ode) map different
+initial noise to different actions, so they can take both peaks, and its SDE can put nearly
+all its mass on them.
 
 Both diffusion presets squash with erf(k x), k = 1 / (sqrt(2) sigma): the reference end
 point (AMDP) or the DIME prior (TruDi) then maps to Uniform(-1, 1), so ~40 % of the initial
@@ -67,12 +68,14 @@ def test_amdp_converges_to_both_peaks(tmp_path, reppo_last):
 def test_trudi_converges_to_both_peaks(tmp_path, reppo_last):
     # TruDi's pathwise max-entropy actor loss through the DIME chain, inside the
     # whole-trajectory trust region. Measured (128 episodes) after 30k steps: SDE
-    # mode_reached 0.44 -> 1.00 with entropy 1.00; ODE 0.41 -> 0.95 with entropy 1.00.
-    rows = _train(tmp_path, "trudi", ("sde", "ode"))
+    # mode_reached 0.44 -> 1.00 with entropy 1.00; reversal-ode (measured under its old name
+    # "ode") 0.41 -> 0.95 with entropy 1.00.
+    rows = _train(tmp_path, "trudi", ("sde", "reversal-ode"))
     first, last = rows[0], rows[-1]
     assert last["eval/mode_reached"] > 0.8 > first["eval/mode_reached"] + 0.2, (first, last)  # SDE
     assert last["eval/behaviour_entropy"] > 0.9, last
-    assert last["eval/ode/mode_reached"] > 0.8 and last["eval/ode/behaviour_entropy"] > 0.9, last
+    assert last["eval/reversal-ode/mode_reached"] > 0.8, last
+    assert last["eval/reversal-ode/behaviour_entropy"] > 0.9, last
     _assert_reppo_hedges(reppo_last)
     # Both of TruDi's samplers take both peaks far more often than either REPPO sampler.
     assert last["eval/mode_reached"] > reppo_last["eval/sample/mode_reached"] + 0.2, (last, reppo_last)

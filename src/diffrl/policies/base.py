@@ -47,7 +47,9 @@ class PathwiseSample:
 class Policy(Protocol):
     action_size: int
     samplers: tuple[str, ...]
-    """Names accepted by ``eval_action``; the first is the default."""
+    """Names accepted by ``eval_action``; the first is the default. A policy that renamed a
+    sampler may also carry ``renamed_samplers`` (old name -> new name, see
+    :func:`renamed_sampler_note`)."""
 
     def init(self, key: jax.Array, obs_size: int) -> Params: ...
 
@@ -56,8 +58,34 @@ class Policy(Protocol):
         ...
 
     def eval_action(self, params: Params, obs: jax.Array, key: jax.Array, sampler: str) -> jax.Array:
-        """Evaluation action with the named sampler (e.g. 'mean', 'sde', 'ode')."""
+        """Evaluation action with the named sampler (e.g. 'mean', 'sde', 'reversal-ode')."""
         ...
+
+
+def renamed_sampler_note(names, policy: Any) -> str:
+    """Text to append to an unknown-sampler error: which of ``names`` the policy renamed.
+
+    Reads the policy's optional ``renamed_samplers`` (old -> new); '' when none of ``names``
+    is an old name. Old names are refused rather than aliased so that a name that described a
+    sampler wrongly is not kept alive, and the error says what to type instead.
+    """
+    renamed = getattr(policy, "renamed_samplers", {})
+    moved = [f"{name!r} is now {renamed[name]!r}" for name in names if name in renamed]
+    if not moved:
+        return ""
+    return f" (renamed: {', '.join(moved)}; see {type(policy).__module__})"
+
+
+def offered_samplers(requested, algo: Any) -> tuple[tuple[str, ...], str]:
+    """(the requested names ``algo`` offers, a note on skipped names it renamed or '').
+
+    For scripts that take one sampler list for several algorithms and keep, per algorithm, the
+    names it offers: a retired name is not silently dropped, the note says what it is now.
+    """
+    kept = tuple(name for name in requested if name in algo.samplers)
+    skipped = [name for name in requested if name not in algo.samplers]
+    note = renamed_sampler_note(skipped, algo.policy)
+    return kept, (f"skipping {skipped}{note}" if note else "")
 
 
 @runtime_checkable

@@ -12,14 +12,27 @@ learned step sizes, and implements :class:`~diffrl.policies.base.PathwisePolicy`
   what the reference temperature dual uses) or ell itself (``dual_uses="full"``).
 * ``trust_region_kl``: trajectory KL(old || new) (E8) along K old chains, closed form (E9,
   with log-variance terms when dt / friction are learned) or the sampled log-ratio.
-* ``eval_action`` samplers: "sde" (the acting chain), "ode" (the probability-flow ODE
-  derived in :func:`dis_chain.probability_flow_ode`), "ode-c" (the reference deterministic
-  chain with control scale ``ode_coef``).
+* ``eval_action`` samplers (:mod:`diffrl.policies.dis_chain`, eqs. E10, E11):
+  - "sde": the acting chain (E4); its end point is the policy.
+  - "reversal-ode": x_{n+1} = x_n + eta_n f / 2 (:func:`dis_chain.reversal_ode`), the
+    probability-flow ODE the chain would have if it were the exact time reversal of its OU
+    reference. A heuristic: DIME's chain (sum of eta = 0.089 sigma0^2 at the default schedule)
+    is not, and at the DIME optimum for a N(0.5, 0.3^2) target its end-point variance is 4.21x
+    the SDE's (closed form, N = 8). Exact only when grad log p_n = grad log p0 + f / 2 holds.
+  - "noise-free": the acting chain with its noise dropped and the control scaled by c =
+    ``noise_free_coef`` (:func:`dis_chain.noise_free_chain`; the reference code's deterministic
+    sampler, c = 1): at c = 1 the chain of conditional means, a mode-seeking deterministic policy
+    (SDE's mean, less variance).
+  No deterministic sampler built from f and eta step by step has the SDE's marginals in general:
+  that needs the scores of the chain's own marginals (dis_chain's module docstring).
+  The former names of the two, "ode" and "ode-c", are refused with a pointer to the new ones
+  (:data:`RENAMED_SAMPLERS`); run directories and exports that stored them load mapped.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -27,10 +40,14 @@ from flax import struct
 
 from diffrl.nets.control import ControlNet
 from diffrl.policies import dis_chain
-from diffrl.policies.base import Params, PathwiseSample
+from diffrl.policies.base import Params, PathwiseSample, renamed_sampler_note
 
 KL_ESTIMATORS = ("closed_form", "sampled")
 DUAL_USES = ("running_cost", "full")
+RENAMED_SAMPLERS = {"ode": "reversal-ode", "ode-c": "noise-free"}
+"""TruDi's retired sampler names -> current ones (same computations). "ode" claimed to be the
+chain's exact probability-flow ODE, which it is only under the time-reversal relation; a name
+typed by a user is refused with this hint, a name stored by an older run or export is mapped."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +90,13 @@ class DiffusionPolicyConfig:
     """Trust-region KL returned: 'closed_form' per-step Gaussian KL or 'sampled' log-ratio."""
     kl_samples: int = 4
     """K old-policy paths per state for the trajectory KL (reference JAX 4)."""
-    ode_coef: float = 1.0
-    """Control scale c of the 'ode-c' sampler (reference shipped 1.0)."""
+    noise_free_coef: float = 1.0
+    """Control scale c of the 'noise-free' evaluation sampler (reference shipped 1.0)."""
     dual_uses: str = "running_cost"
     """dual_log_prob: 'running_cost' (ell - log p0(x_0), reference) or 'full' (ell)."""
+
+    renamed_fields: ClassVar[dict[str, str]] = {"ode_coef": "noise_free_coef"}
+    """Old -> new field names; configs stored under an old name load (export.config_from_json)."""
 
     def __post_init__(self):
         if self.squash not in dis_chain.SQUASHES:
@@ -118,7 +138,8 @@ class DiffusionPolicy:
     never touch constants.
     """
 
-    samplers = ("sde", "ode", "ode-c")
+    samplers = ("sde", "reversal-ode", "noise-free")
+    renamed_samplers = RENAMED_SAMPLERS
 
     def __init__(self, config: DiffusionPolicyConfig, action_size: int):
         self.config = config
@@ -199,18 +220,19 @@ class DiffusionPolicy:
         return self._run(params, obs, jnp.moveaxis(aux.noise, -2, 0))[0]
 
     def eval_action(self, params: Params, obs: jax.Array, key: jax.Array, sampler: str) -> jax.Array:
-        """(..., d) evaluation action: 'sde', 'ode' (probability flow) or 'ode-c' (reference)."""
+        """(..., d) evaluation action: 'sde', 'reversal-ode' (E10) or 'noise-free' (E11)."""
         cfg = self.config
         if sampler == "sde":
             return jax.lax.stop_gradient(self.rsample(params, obs, key).action)
         if sampler not in self.samplers:
-            raise ValueError(f"unknown sampler '{sampler}'; choose from {self.samplers}")
+            raise ValueError(f"unknown sampler {sampler!r}; choose from {self.samplers}"
+                             + renamed_sampler_note([sampler], self))
         x0 = cfg.sigma0 * jax.random.normal(key, (*obs.shape[:-1], self.action_size), jnp.float32)
         control_fn, eta = self._control_fn(params, obs), self.step_sizes(params)
-        if sampler == "ode":
-            x_final = dis_chain.probability_flow_ode(control_fn, eta, x0)
+        if sampler == "reversal-ode":
+            x_final = dis_chain.reversal_ode(control_fn, eta, x0)
         else:
-            x_final = dis_chain.prior_guided_ode(control_fn, eta, cfg.sigma0, x0, cfg.ode_coef)
+            x_final = dis_chain.noise_free_chain(control_fn, eta, cfg.sigma0, x0, cfg.noise_free_coef)
         return jax.lax.stop_gradient(self._squash(x_final))
 
     # ---------------------------------------------------------------- trust region

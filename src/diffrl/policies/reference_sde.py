@@ -3,7 +3,7 @@
 AMDP (Thilges, Celik, Blessing, Gospodinov, Neumann 2026, arXiv 2606.22630) writes the
 max-entropy policy as the end point of a controlled SDE on pre-squash actions x and
 fits the control by reciprocal adjoint matching (Havens et al. 2025, arXiv 2504.11713).
-Equations as in /work/shared/research/papers.md §(b), §(e) and algorithms.md §5.4:
+The equation labels (R1)-(R9) are this package's own:
 
 (R1) reference       dX = sigma_t dW,  X_0 = 0,  t in [0, 1]
 (R2) schedule        sigma_t = sigma_min r^(1 - t) sqrt(2 ln r),  r = sigma_max / sigma_min
@@ -50,7 +50,8 @@ Discretisation decisions (the notes are silent):
   drawn from the key. EXACT: the vector field, for the optimal control. APPROXIMATE: the
   field for a learned u (the h-transform identity only holds at the optimum) and the
   time discretisation (exact only as N -> inf, also for u = 0). A coefficient c scales
-  the control inside xhat_1 (c = 1: the PF-ODE; other values give TruDi-style "ode-c").
+  the control inside xhat_1 (c = 1: the PF-ODE; other values are a heuristic guidance
+  scale, no longer a PF-ODE).
 
 Control functions are injected as ``control_fn(x, t) -> (..., d)`` (x: (..., d), t: float
 scalar), so everything runs with a network or, in tests, with closed-form controls.
