@@ -33,6 +33,7 @@ def parse_value(text: str):
 
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     from diffrl.core.trainer import Trainer
+    from diffrl.policies.base import offered_samplers
     from diffrl.presets import _set, resolve
 
     config = resolve(algo, env, None)
@@ -47,7 +48,9 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
         config = _set(config, key, value)
     trainer = Trainer(config)
     if args.samplers:
-        wanted = tuple(s for s in args.samplers.split(",") if s in trainer.algo.samplers)
+        wanted, note = offered_samplers(args.samplers.split(","), trainer.algo)
+        if note:
+            print(f"[compare] {algo}: {note}", file=sys.stderr, flush=True)
         config = config.replace(eval_samplers=wanted)
         trainer = Trainer(config)
     t0 = time.perf_counter()

@@ -106,6 +106,7 @@ def seed_statistics(steps, returns, low: float, high: float, total_steps: int) -
 
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     from diffrl.core.trainer import Trainer
+    from diffrl.policies.base import offered_samplers
     from diffrl.presets import _set, resolve
 
     name = f"{env.replace('/', '_')}--{algo}"
@@ -123,7 +124,9 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
             continue
         config = _set(config, key, value)
     probe = Trainer(config)
-    samplers = tuple(s for s in (args.samplers or probe.algo.samplers) if s in probe.algo.samplers)
+    samplers, note = offered_samplers(args.samplers or probe.algo.samplers, probe.algo)
+    if note:
+        print(f"[stability] {algo}: {note}", file=sys.stderr, flush=True)
     config = config.replace(eval_samplers=samplers)
     chunks: list[tuple[int, dict]] = []
     trainer = Trainer(config, metrics_fn=lambda it, m: chunks.append((it, {k: np.asarray(v) for k, v in m.items()})))

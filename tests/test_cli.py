@@ -92,3 +92,87 @@ def test_eval_export_plot_on_a_run(tmp_path, capsys):
     assert action.shape == (5, 1) and np.all(np.abs(action) <= 1)
     assert main(["plot", str(out), "--out", str(tmp_path / "c.png"), "--x", "walltime"]) == 0
     assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+# -- TruDi's retired sampler names ("ode" -> "reversal-ode", "ode-c" -> "noise-free") ----------
+RETIRED = [("ode", "reversal-ode"), ("ode-c", "noise-free")]
+
+
+@pytest.mark.parametrize("old, new", RETIRED)
+def test_train_refuses_a_retired_trudi_sampler_naming_the_new_one(old, new, capsys):
+    rc = main(["train", "--algo", "trudi", "--env", "gymnax/Pendulum-v1", "--eval-samplers", "sde", old,
+               "--no-progress", "--out", "/tmp/diffrl-never-written"])
+    assert rc == 2
+    assert f"'{old}' is now '{new}'" in capsys.readouterr().err
+
+
+def trudi_algo_stub():
+    """What the sampler checks read from a TruDi algorithm: its policy and sampler names."""
+    from types import SimpleNamespace
+
+    from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig
+
+    policy = DiffusionPolicy(DiffusionPolicyConfig(hidden=(4,)), 1)
+    return SimpleNamespace(policy=policy, samplers=policy.samplers + ("best-of-k",))
+
+
+@pytest.fixture
+def trudi_run_stub(monkeypatch):
+    """``load_trained`` answering with a TruDi trainer stub: the sampler checks of eval, export
+    and actions run before anything is evaluated, so no training is needed to reach them."""
+    from types import SimpleNamespace
+
+    import diffrl.commands
+
+    trainer = SimpleNamespace(algo=trudi_algo_stub(), config=SimpleNamespace(algo="trudi"))
+    monkeypatch.setattr(diffrl.commands, "load_trained", lambda *args, **kwargs: (trainer, None, {}))
+
+
+def test_multi_algorithm_sampler_lists_skip_retired_names_with_a_note():
+    """benchmarks/compare.py and stability.py keep, per algorithm, the names it offers: "ode" is
+    AMDP's sampler, so for TruDi it is skipped, but with a note naming its new name."""
+    from diffrl.policies.base import offered_samplers
+
+    kept, note = offered_samplers(["sde", "ode", "mean", "ode-c"], trudi_algo_stub())
+    assert kept == ("sde",)
+    assert note.startswith("skipping ['ode', 'mean', 'ode-c']")
+    assert "'ode' is now 'reversal-ode', 'ode-c' is now 'noise-free'" in note
+    assert offered_samplers(["sde", "mean"], trudi_algo_stub()) == (("sde",), "")
+
+
+@pytest.mark.parametrize("old, new", RETIRED)
+def test_eval_export_actions_refuse_a_retired_trudi_sampler_naming_the_new_one(old, new, trudi_run_stub,
+                                                                              tmp_path, capsys):
+    assert main(["eval", "RUN", "--sampler", old]) == 2
+    assert f"'{old}' is now '{new}'" in capsys.readouterr().err
+    assert main(["export", "RUN", "--out", str(tmp_path / "pol"), "--sampler", old]) == 2
+    assert f"'{old}' is now '{new}'" in capsys.readouterr().err
+    assert not (tmp_path / "pol").exists()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["actions", "RUN", "--out", str(tmp_path / "a.png"), "--sampler", "sde", "--sampler", old])
+    assert exit_info.value.code == 2
+    assert f"'{old}' is now '{new}'" in capsys.readouterr().err
+    # an algorithm-level sampler cannot be exported either, and says so without a traceback
+    assert main(["export", "RUN", "--out", str(tmp_path / "pol"), "--sampler", "best-of-k"]) == 2
+    assert "cannot be exported" in capsys.readouterr().err
+
+
+def test_run_directory_from_before_the_rename_loads_with_the_new_names(tmp_path):
+    from diffrl.config import TrainConfig
+    from diffrl.core.run_dir import load_run_config, write_run_record
+
+    for algo, stored, loaded in (("trudi", ("sde", "ode", "ode-c", "best-of-k"),
+                                  ("sde", "reversal-ode", "noise-free", "best-of-k")),
+                                 ("amdp", ("sde", "ode"), ("sde", "ode"))):  # AMDP keeps its "ode"
+        run = tmp_path / algo
+        run.mkdir()
+        write_run_record(run, TrainConfig(algo=algo, eval_samplers=stored))
+        record = json.loads((run / "config.json").read_text())
+        diffusion = record["config"]["diffusion"]
+        diffusion["ode_coef"] = 0.25  # the field's old name
+        del diffusion["noise_free_coef"]
+        (run / "config.json").write_text(json.dumps(record))
+        with pytest.warns(UserWarning) as warned:
+            config = load_run_config(run)
+        assert config.eval_samplers == loaded and config.diffusion.noise_free_coef == 0.25
+        assert any("are now called" in str(w.message) for w in warned) == (algo == "trudi")

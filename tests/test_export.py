@@ -172,3 +172,33 @@ def test_diffusion_round_trip_with_deterministic_sampler(tmp_path, kind, sampler
     got = jax.jit(act)(obs, key)
     assert got.shape == (7, ACT)
     np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
+
+
+def test_export_from_before_the_trudi_sampler_rename_loads_mapped(tmp_path):
+    """An export written when TruDi's samplers were "ode" / "ode-c" and the config field was
+    ode_coef loads under the new names with warnings, computing the same actions; an old name
+    asked for explicitly is refused with the new one."""
+    from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig
+
+    config = DiffusionPolicyConfig(hidden=(16, 16), num_steps=4, noise_free_coef=0.5)
+    policy = DiffusionPolicy(config, ACT)
+    params = init_perturbed(policy, 0.1)
+    stats, obs = stats_and_obs()
+    out = export_policy(tmp_path / "old", "diffusion", config, ACT, OBS, params, stats, True, CLIP, "noise-free")
+    info = json.loads((out / "policy.json").read_text())
+    old_config = {("ode_coef" if k == "noise_free_coef" else k): v for k, v in info["config"].items()}
+    (out / "policy.json").write_text(json.dumps({**info, "sampler": "ode-c", "config": old_config,
+                                                 "samplers": ["sde", "ode", "ode-c"]}))
+    with pytest.warns(UserWarning) as record:
+        act = load_policy(out)
+    messages = " ".join(str(w.message) for w in record)
+    assert "ode_coef -> noise_free_coef" in messages and "'ode-c' is now called 'noise-free'" in messages
+    assert act.sampler == "noise-free" and act.policy.config == config
+    key = jax.random.PRNGKey(3)
+    np.testing.assert_allclose(jax.jit(act)(obs, key), reference(policy, params, obs, key, "noise-free", stats),
+                               atol=1e-6, rtol=0)
+    for old, new in (("ode", "reversal-ode"), ("ode-c", "noise-free")):
+        with pytest.raises(ValueError, match=f"'{old}' is now '{new}'"), pytest.warns(UserWarning, match="ode_coef"):
+            load_policy(out, sampler=old)
+        with pytest.raises(ValueError, match=f"'{old}' is now '{new}'"):
+            export_policy(tmp_path / "new", "diffusion", config, ACT, OBS, params, stats, True, CLIP, old)

@@ -6,9 +6,10 @@ This is the picture behind the multimodality claim (TruDi, arXiv 2606.15260; AMD
 both, while a Gaussian puts its mean between them. States are the evaluation environment's
 resets, optionally advanced ``--warmup-steps`` steps with the policy's acting sampler; each
 state is repeated ``--samples`` times and every requested sampler draws one action per copy
-(deterministic samplers such as ``mean`` give one point mass; ``ode`` maps different initial
-noise to different actions). Actions are in the policy's [-1, 1] units (before the env's
-rescaling).
+(deterministic samplers such as ``mean`` give one point mass; the diffusion policies'
+deterministic samplers, AMDP's ``ode`` and TruDi's ``reversal-ode`` and ``noise-free``, map
+different initial noise to different actions). Actions are in the policy's [-1, 1] units
+(before the env's rescaling).
 """
 from __future__ import annotations
 
@@ -115,7 +116,10 @@ def cmd_actions(argv: list[str]) -> int:
     samplers = args.sampler or [s for s in trainer.algo.samplers if s in trainer.algo.policy.samplers]
     unknown = [s for s in samplers if s not in trainer.algo.samplers]
     if unknown:
-        p.error(f"unknown sampler(s) {unknown}; {trainer.config.algo} offers {', '.join(trainer.algo.samplers)}")
+        from diffrl.policies.base import renamed_sampler_note
+
+        p.error(f"unknown sampler(s) {unknown}; {trainer.config.algo} offers {', '.join(trainer.algo.samplers)}"
+                + renamed_sampler_note(unknown, trainer.algo.policy))
     obs, actions = sample_actions(trainer, state, samplers, args.states, args.samples, args.warmup_steps,
                                   jax.random.PRNGKey(args.seed))
     title = (f"{trainer.config.algo} on {trainer.config.env} at {meta.get('env_steps', 0):,} env steps "

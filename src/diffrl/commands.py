@@ -57,8 +57,11 @@ def cmd_eval(argv: list[str]) -> int:
     samplers = args.sampler or list(trainer.algo.samplers)
     unknown = [s for s in samplers if s not in trainer.algo.samplers]
     if unknown:
+        from diffrl.policies.base import renamed_sampler_note
+
         print(f"diffrl eval: unknown sampler(s) {unknown}; {trainer.config.algo} offers "
-              f"{', '.join(trainer.algo.samplers)}", file=sys.stderr)
+              f"{', '.join(trainer.algo.samplers)}" + renamed_sampler_note(unknown, trainer.algo.policy),
+              file=sys.stderr)
         return 2
     evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
     keys = jax.random.split(jax.random.PRNGKey(args.seed), trainer.config.num_seeds)
@@ -111,6 +114,15 @@ def cmd_export(argv: list[str]) -> int:
     from diffrl.export import export_from_train_state
 
     trainer, state, meta = load_trained(args.run_dir, args.checkpoint)
+    policy = trainer.algo.policy
+    if args.sampler is not None and args.sampler not in policy.samplers:
+        from diffrl.policies.base import renamed_sampler_note
+
+        # best-of-k and other algorithm-level samplers need the critic, which is not exported
+        print(f"diffrl export: sampler {args.sampler!r} cannot be exported; {trainer.config.algo}'s "
+              f"policy offers {', '.join(policy.samplers)}" + renamed_sampler_note([args.sampler], policy),
+              file=sys.stderr)
+        return 2
     spec = trainer.eval_env.unwrapped.spec
     out = export_from_train_state(args.out, trainer.algo, state, trainer.config, seed=args.seed_index,
                                   sampler=args.sampler, extra={"action_low": list(spec.action_low),

@@ -18,12 +18,18 @@ from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
 from diffrl.envs.playground import PHYSICS_IMPLS
 from diffrl.policies.adjoint import AdjointPolicyConfig
-from diffrl.policies.diffusion import DiffusionPolicyConfig
+from diffrl.policies.diffusion import RENAMED_SAMPLERS, DiffusionPolicyConfig
 from diffrl.policies.gaussian import GaussianPolicyConfig
 
 
 class ConfigError(ValueError):
     """A configuration that cannot run; raised before compilation."""
+
+
+RENAMED_EVAL_SAMPLERS: dict[str, dict[str, str]] = {"trudi": RENAMED_SAMPLERS}
+"""algo -> {retired sampler name: current name}. Typed names are refused (``core.build``,
+naming the new one); names stored in older run directories are mapped when loaded
+(``core.run_dir.load_run_config``)."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,12 @@ The normaliser the policy was trained with (``diffrl.normalization.normalize``) 
 applied inside. Loading needs only numpy, JSON and the policy class: no environment,
 no algorithm, no training code; arrays are read with ``allow_pickle=False``.
 
+Exports written before a policy renamed a sampler or a config field load with the new names
+(a warning says so; the computation is the same): a stored default sampler is mapped through the
+policy's ``renamed_samplers`` and stored config fields through the config class's
+``renamed_fields`` (TruDi: "ode" -> "reversal-ode", "ode-c" -> "noise-free", ``ode_coef`` ->
+``noise_free_coef``). An old sampler name passed explicitly is refused, naming the new one.
+
 The policy object is rebuilt from ``kind`` + config through :data:`POLICY_KINDS`, a
 registry of (module, policy class, config class) names imported lazily, so new policy
 families plug in with :func:`register_policy_kind`. The parameter tree's structure is
@@ -28,6 +34,7 @@ import importlib
 import io
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from diffrl.normalization import RunningStats, normalize
+from diffrl.policies.base import renamed_sampler_note
 
 EXPORT_FORMAT = 1
 """Version of the export layout; loading a different version is refused."""
@@ -104,8 +112,18 @@ def _to_tuples(value: Any) -> Any:
 
 def config_from_json(config_class: type, fields: dict) -> Any:
     """Rebuild a frozen config dataclass: JSON lists become tuples, nested dataclass
-    fields are rebuilt from their default's type; unknown fields are refused."""
+    fields are rebuilt from their default's type; unknown fields are refused.
+
+    A field the class renamed (its optional class attribute ``renamed_fields``, old -> new)
+    is read under its new name with a warning, so configs stored before the rename load.
+    """
     known = {f.name: f for f in dataclasses.fields(config_class)}
+    renamed = {old: new for old, new in getattr(config_class, "renamed_fields", {}).items()
+               if old in fields and new not in fields}
+    if renamed:
+        warnings.warn(f"{config_class.__name__}: stored field(s) read under their new names: "
+                      + ", ".join(f"{old} -> {new}" for old, new in renamed.items()), stacklevel=2)
+        fields = {renamed.get(name, name): value for name, value in fields.items()}
     unknown = sorted(set(fields) - set(known))
     if unknown:
         raise ExportError(f"{config_class.__name__} has no field(s) {', '.join(unknown)}: the "
@@ -199,7 +217,8 @@ def export_policy(
                         f"got {type(policy_config).__name__}")
     policy = policy_class(policy_config, int(action_size))
     if sampler not in policy.samplers:
-        raise ValueError(f"sampler {sampler!r} is not one of {policy_kind}'s {policy.samplers}")
+        raise ValueError(f"sampler {sampler!r} is not one of {policy_kind}'s {policy.samplers}"
+                         + renamed_sampler_note([sampler], policy))
     template = _param_shapes(policy, int(obs_size))
     _check_params(flatten_params(params), template, "params to export")
     if normalize_obs and obs_stats is None:
@@ -321,16 +340,24 @@ def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
     obs: (..., obs_size) RAW observations; key: one PRNG key; action: (..., action_size)
     in [-1, 1]. ``sampler`` overrides the stored default. The returned function carries
     ``act.info`` (policy.json), ``act.policy``, ``act.params``, ``act.obs_stats`` and
-    ``act.sampler``.
+    ``act.sampler``. A stored default the policy has since renamed is mapped to its new name
+    with a warning (an old name passed as ``sampler`` is refused).
     """
     export_dir = Path(export_dir)
     info = read_policy_info(export_dir)
     policy_class, config_class = _kind_classes(info["kind"])
     config = config_from_json(config_class, info["config"])
     policy = policy_class(config, int(info["action_size"]))
-    sampler = info["sampler"] if sampler is None else sampler
+    if sampler is None:
+        sampler = info["sampler"]
+        renamed = getattr(policy, "renamed_samplers", {})
+        if sampler in renamed:  # written before the rename: same computation, new name
+            warnings.warn(f"{export_dir}: stored sampler {sampler!r} is now called {renamed[sampler]!r}",
+                          stacklevel=2)
+            sampler = renamed[sampler]
     if sampler not in policy.samplers:
-        raise ValueError(f"sampler {sampler!r} is not one of {info['kind']}'s {policy.samplers}")
+        raise ValueError(f"sampler {sampler!r} is not one of {info['kind']}'s {policy.samplers}"
+                         + renamed_sampler_note([sampler], policy))
 
     flat = _load_npz(export_dir, PARAMS_FILE, info["files"][PARAMS_FILE])
     template = _param_shapes(policy, int(info["obs_size"]))

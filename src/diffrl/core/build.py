@@ -53,6 +53,7 @@ def build(config: TrainConfig):
     """Validate, then build. Returns (train_env, algo, eval_env), both envs batched."""
     from diffrl.core.evaluate import wrap_for_eval
     from diffrl.envs.wrappers import wrap
+    from diffrl.policies.base import renamed_sampler_note
 
     config.validate()
     base = make_base_env(config)
@@ -63,5 +64,6 @@ def build(config: TrainConfig):
     for sampler in config.eval_samplers:
         if sampler not in algo.samplers:
             raise ConfigError(f"--eval-samplers: {sampler!r} is not offered by {config.algo} "
-                              f"(available: {', '.join(algo.samplers)})")
+                              f"(available: {', '.join(algo.samplers)})"
+                              + renamed_sampler_note([sampler], algo.policy))
     return env, algo, eval_env

@@ -8,6 +8,7 @@ import platform
 import subprocess
 import sys
 import time
+import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -73,14 +74,26 @@ def write_run_record(run_dir: Path, config: Any, extra: dict | None = None) -> d
 
 
 def load_run_config(run_dir: str | Path):
-    """The TrainConfig a run directory was trained with (from its config.json)."""
-    from diffrl.config import TrainConfig
+    """The TrainConfig a run directory was trained with (from its config.json).
+
+    Evaluation samplers stored under names since retired (:data:`RENAMED_EVAL_SAMPLERS`) are
+    mapped to the new names with a warning: the computation is the same, and a resumed run logs
+    them under the new names from then on.
+    """
+    from diffrl.config import RENAMED_EVAL_SAMPLERS, TrainConfig
     from diffrl.export import config_from_json
 
     path = Path(run_dir) / "config.json"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a diffrl run directory (no config.json)")
-    return config_from_json(TrainConfig, json.loads(path.read_text())["config"])
+    config = config_from_json(TrainConfig, json.loads(path.read_text())["config"])
+    renamed = RENAMED_EVAL_SAMPLERS.get(config.algo, {})
+    if any(s in renamed for s in config.eval_samplers):
+        samplers = tuple(renamed.get(s, s) for s in config.eval_samplers)
+        warnings.warn(f"{run_dir}: stored eval samplers {config.eval_samplers} are now called {samplers}",
+                      stacklevel=2)
+        config = dataclasses.replace(config, eval_samplers=samplers)
+    return config
 
 
 def resume_config(run_dir: str | Path, **overrides: Any):
