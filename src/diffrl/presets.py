@@ -16,7 +16,7 @@ _PPO_DMC_NETS = {"gaussian.hidden": (32, 32, 32, 32), "gaussian.norm": "none",
 
 PRESETS: dict[str, dict[str, Any]] = {
     # MuJoCo Playground's tuned brax-PPO settings for the DM Control suite
-    # (dm_control_suite_params.py; algorithms.md §6.6), mapped onto our loop.
+    # (Playground's dm_control_suite_params.py), mapped onto our loop.
     "ppo-dmc": {
         "algo": "ppo", "total_env_steps": 60_000_000, "num_envs": 2048, "num_steps": 30,
         "reward_scale": 10.0, "ppo.learning_rate": 1e-3, "ppo.ent_coef": 1e-2, "ppo.gamma": 0.995,
@@ -71,8 +71,9 @@ _HUMANOID_ENV = {"asymmetric_critic": True, "env_overrides": ("push_config.enabl
 def _reppo_humanoid(num_steps: int, num_minibatches: int) -> dict[str, Any]:
     """REPPO's settings on the Playground G1/T1 joystick tasks (env config mjx_humanoid:
     asymmetric critic on privileged_state, support [-10, 10]; overrides mjx_humanoid_*:
-    gamma 0.97, critic width 1024, 1024 envs, 8 epochs; algorithms.md §1.6). 50M steps:
-    REPPO's total_time_steps, the budget of TruDi's "Humanoid" results (papers.md)."""
+    gamma 0.97, critic width 1024, 1024 envs, 8 epochs; REPPO, Voelcker et al. 2025, arXiv
+    2507.11019, reference code). 50M steps: REPPO's total_time_steps, the budget of TruDi's
+    "Humanoid" results (Le et al. 2026, arXiv 2606.15260)."""
     return {
         **_reppo_dmc(num_steps, num_minibatches), "reppo.gamma": 0.97, "critic.hidden": 1024,
         "critic.vmin": -10.0, "critic.vmax": 10.0, "total_env_steps": 50_000_000,
@@ -98,8 +99,8 @@ _LOCOMOTION_CPU_PPO = {
     "num_evals": 2, "eval_envs": 16,
 }
 PRESETS.update({
-    # Playground's brax-PPO recipe for the G1/T1 joystick tasks (locomotion_params.py;
-    # algorithms.md §6.6): value on privileged_state, (512, 256, 128) networks.
+    # Playground's brax-PPO recipe for the G1/T1 joystick tasks (Playground's
+    # locomotion_params.py): value on privileged_state, (512, 256, 128) networks.
     "ppo-humanoid": {
         "algo": "ppo", "total_env_steps": 200_000_000, "num_envs": 8192, "num_steps": 20,
         "reward_scale": 1.0, "ppo.learning_rate": 3e-4, "ppo.ent_coef": 5e-3, "ppo.gamma": 0.97,
@@ -216,7 +217,8 @@ for _family in _DIFFUSION_FAMILIES:
 # and contract it to x-widths of ~0.04; under erf(x / (sqrt(2) 2.5)) the prior maps to Uniform(-1, 1)
 # and a peak is 3x wider in x. Measured on the state-free fixed-point objective (1500 Adam steps,
 # tests/test_trudi_fixed_point.py): total variation to exp(Q / alpha) 0.37 with tanh, 0.13 with
-# erf; in RL at 30k steps, ODE mode_reached 0.4-0.5 (uniform's level) with tanh, 0.95 with erf.
+# erf; in RL at 30k steps, reversal-ode (then named "ode") mode_reached 0.4-0.5 (uniform's
+# level) with tanh, 0.95 with erf.
 PRESETS["trudi-bandit"]["diffusion.squash"] = "erf"
 
 
