@@ -1,20 +1,23 @@
 """AMDP: max-entropy diffusion policies trained by reciprocal adjoint matching.
 
 Thilges, Celik, Blessing, Gospodinov, Neumann 2026, "Scalable Maximum Entropy RL for
-Diffusion Policies via Adjoint Matching" (arXiv 2606.22630; papers.md §(b),
-algorithms.md §5.4). REPPO's critic, soft TD(lambda) targets and temperature dual
-(``soft_critic``, ``trust_region``) with a different actor update:
+Diffusion Policies via Adjoint Matching" (arXiv 2606.22630). REPPO's critic, soft TD(lambda)
+targets and temperature dual (``soft_critic``, ``trust_region``) with a different actor update:
 
   * the entropy term of the soft reward uses the Girsanov bound log pi <= C - d log 2
     (C the control cost of a fresh chain at s');
-  * per minibatch, after the critic step: the lean adjoint of each stored end point X_1
-    from grad_a Q(s, erf(k X_1)) (clipped per sample), then ``matching_steps`` regression
-    steps of u_theta(X_t, t, s) onto -sigma_t * adjoint / alpha at fresh reference-bridge
-    draws (t, X_t) given X_1: no simulation of the chain and no backprop through it, so
-    the update cost does not grow with the number of diffusion steps N;
+  * once per update, before the epochs: the lean adjoint of every stored end point X_1 from
+    grad_a Q(s, erf(k X_1)) under the critic at the start of the update, norm-clipped per
+    sample at a quantile of the whole batch's norms (:meth:`AMDP.stored_scores`);
+  * per minibatch, after the critic step: ``matching_steps`` regression steps of
+    u_theta(X_t, t, s) onto -sigma_t * adjoint / alpha at fresh reference-bridge draws
+    (t, X_t) given X_1: no simulation of the chain and no backprop through it, so the update
+    cost does not grow with the number of diffusion steps N;
   * the trust region on the drift change (mean 1/2 ||u_theta - u_old||^2 <= eps), with the
-    multiplier from dual descent or from the per-minibatch closed-form solve
-    (``adjoint.trust_region``), u_old the policy at the start of the iteration.
+    multiplier from dual descent (``adjoint.trust_region = dual``: log_lambda is learned and
+    logged as ``dual/lambda``), from the per-minibatch closed-form solve (``closed_form``:
+    log_lambda is neither updated nor logged, the multiplier the loss used is ``am/lambda``)
+    or none; u_old is the policy at the start of the iteration.
 
 The policy must provide the adjoint-matching capability (:class:`AdjointMatchingPolicy`).
 """
@@ -72,8 +75,30 @@ class AMDP(SoftActorCritic):
         return AMDPState(actor, critic, log_alpha, log_lambda, self.actor_optimizer.init(actor),
                          self.critic_optimizer.init(critic), self.dual_optimizer.init((log_alpha, log_lambda)))
 
+    def stored_scores(self, critic_params, batch: Rollout) -> tuple[jax.Array, dict]:
+        """(T, B, d) clipped grad_x Q(s, erf(k X_1)) at every stored end point, and metrics.
+
+        DECISION: the scores are the regression data of the whole update, computed ONCE per
+        update batch with the critic at the start of the update (the critic that also gives
+        this update's TD targets), not per minibatch with the critic of that step. Reasons:
+        (1) the norm clip limit is a quantile of the batch (``matching_scores``), and this way
+        it is the quantile of exactly the scores that are regressed on, over the whole batch
+        (with per-minibatch gradients it would be a statistic of one critic applied to the
+        scores of others); (2) like the TD targets, the matching targets are then a fixed data
+        set for all epochs, so ``matching_steps`` > 1 and every epoch regress onto the same
+        (s, X_1, score) triples; (3) one critic gradient per stored sample instead of one per
+        sample and epoch. The price: the actor follows the critic of the start of the update,
+        not the one refined during the epochs (REPPO's pathwise loss uses the latest critic).
+        """
+        def total_q(action):
+            return jnp.sum(self.q_value(critic_params, batch.critic_obs, action))
+
+        grad_q = jax.grad(total_q)(batch.action)
+        return self.policy.matching_scores(batch.policy_aux.pre_squash, grad_q)
+
     def update(self, state: AMDPState, batch: Rollout, key):
         c = self.c
+        mode = self.policy.config.trust_region
         key_targets, key_epochs = jax.random.split(key)
         alpha = jnp.exp(state.log_alpha)
 
@@ -83,46 +108,51 @@ class AMDP(SoftActorCritic):
 
         targets, next_features, target_metrics = soft_targets(
             sample_next, self.critic, state.critic_params, batch, alpha, c.gamma, c.td_lambda, key_targets)
+        scores, score_metrics = self.stored_scores(state.critic_params, batch)
         data = critic_batch(batch, targets, next_features)
         data["pre_squash"] = batch.policy_aux.pre_squash
+        data["score"] = scores
         data = flatten_time_batch(data)
         old_params = state.actor_params
         # Temperature dual on the rollout's own entropy estimates -(C - d log 2).
         entropy = -jnp.mean(batch.policy_aux.log_prob_bound)
 
-        def matching_step(carry, key_bridge, mb, score, alpha, log_lambda):
+        def matching_step(carry, key_bridge, mb, alpha, log_lambda):
             params, opt = carry
             (_, metrics), grads = jax.value_and_grad(self.policy.matching_loss, has_aux=True)(
-                params, old_params, mb["obs"], mb["pre_squash"], score, key_bridge, alpha, log_lambda)
+                params, old_params, mb["obs"], mb["pre_squash"], mb["score"], key_bridge, alpha, log_lambda)
             updates, opt = self.actor_optimizer.update(grads, opt, params)
             metrics["actor/grad_norm"] = optax.global_norm(grads)
             return (optax.apply_updates(params, updates), opt), metrics
+
+        def dual_loss(duals, drift_kl):
+            # Only the duals in use get a gradient: with closed_form or none the multiplier is
+            # not learned (Adam's step on a zero gradient is exactly zero, so log_lambda stays).
+            log_alpha, log_lambda = duals
+            loss = jnp.zeros(())
+            if mode == "dual":
+                loss = loss + kl_multiplier_loss(log_lambda, drift_kl, self.policy.config.kl_bound)
+            if c.learn_alpha:
+                loss = loss + temperature_loss(log_alpha, entropy, self.target_entropy)
+            return loss
 
         def sgd_step(carry, mb, key_step):
             actor, critic_params, duals, actor_opt, critic_opt, dual_opt = carry
             critic_params, critic_opt, critic_metrics = critic_step(
                 self.critic, self.config.critic, self.critic_optimizer, critic_params, critic_opt, mb)
-            grad_q = jax.grad(lambda a: jnp.sum(self.q_value(critic_params, mb["critic_obs"], a)))(mb["action"])
-            score, score_metrics = self.policy.matching_scores(mb["pre_squash"], grad_q)
             log_alpha, log_lambda = duals
             alpha_now = jnp.exp(log_alpha)
             (actor, actor_opt), am_metrics = jax.lax.scan(
-                lambda cr, k: matching_step(cr, k, mb, score, alpha_now, log_lambda),
+                lambda cr, k: matching_step(cr, k, mb, alpha_now, log_lambda),
                 (actor, actor_opt), jax.random.split(key_step, self.policy.config.matching_steps))
             am_metrics = jax.tree_util.tree_map(jnp.mean, am_metrics)
-
-            def dual_loss(d):
-                la, ll = d
-                loss = kl_multiplier_loss(ll, am_metrics["am/kl"], self.policy.config.kl_bound)
-                if c.learn_alpha:
-                    loss = loss + temperature_loss(la, entropy, self.target_entropy)
-                return loss
-
-            grads = jax.grad(dual_loss)(duals)
-            updates, dual_opt = self.dual_optimizer.update(grads, dual_opt, duals)
-            duals = optax.apply_updates(duals, updates)
-            metrics = {**critic_metrics, **am_metrics, **{f"actor/{k}": v for k, v in score_metrics.items()},
-                       "dual/alpha": alpha_now, "dual/lambda": jnp.exp(log_lambda)}
+            if mode == "dual" or c.learn_alpha:
+                grads = jax.grad(dual_loss)(duals, am_metrics["am/kl"])
+                updates, dual_opt = self.dual_optimizer.update(grads, dual_opt, duals)
+                duals = optax.apply_updates(duals, updates)
+            metrics = {**critic_metrics, **am_metrics, "dual/alpha": alpha_now}
+            if mode == "dual":  # otherwise log_lambda means nothing (am/lambda is the multiplier)
+                metrics["dual/lambda"] = jnp.exp(log_lambda)
             return (actor, critic_params, duals, actor_opt, critic_opt, dual_opt), metrics
 
         carry = (state.actor_params, state.critic_params, (state.log_alpha, state.log_lambda),
@@ -130,6 +160,7 @@ class AMDP(SoftActorCritic):
         carry, metrics = minibatch_epochs(key_epochs, data, carry, sgd_step, c.num_epochs, c.num_minibatches)
         actor, critic_params, (log_alpha, log_lambda), actor_opt, critic_opt, dual_opt = carry
         metrics.update(target_metrics)
+        metrics.update({f"actor/{k}": v for k, v in score_metrics.items()})
         metrics["actor/entropy_estimate"] = entropy
         return AMDPState(actor, critic_params, log_alpha, log_lambda, actor_opt, critic_opt, dual_opt), metrics
 

@@ -66,7 +66,9 @@ class AdjointPolicyConfig:
     loss_sigma_power: float = -1.0
     """p in the matching weight w(t) = alpha^2 sigma_t^p (A4); -1 as in the port."""
     trust_region: str = "closed_form"
-    """Multiplier of the drift trust region: dual, closed_form or none (A6)."""
+    """Multiplier of the drift trust region (A6): dual (learned log lambda, logged as
+    dual/lambda), closed_form (solved per minibatch; the algorithm's log lambda is then unused)
+    or none. am/lambda logs the multiplier the loss used in every mode."""
     kl_bound: float = 0.1
     """eps, the bound on the mean drift KL (A5) per update."""
     lambda_init: float = 1.0
