@@ -1,4 +1,4 @@
-"""AMDP's actor losses: reciprocal adjoint matching, the drift trust region, the baseline.
+"""AMDP's actor loss: reciprocal adjoint matching and the drift trust region.
 
 AMDP (Thilges et al. 2026, arXiv 2606.22630) fits the control of the SOC problem of
 ``diffrl.policies.reference_sde`` by Reciprocal Adjoint Matching (Adjoint Sampling,
@@ -36,19 +36,20 @@ arXiv 2409.08861, eqs. 34, 37-39). Equations (papers.md §(b), §(e); algorithms
      on top of lambda* (the port multiplies by one; we do not).
 (A7) baseline       L_rkl = mean[alpha (C - d log 2) - Q(s, erf(k X_1))], X_1 and C from a
                     differentiable Euler-Maruyama simulation (backprop through all N steps).
+     Not in this module: it is REPPO's pathwise actor loss on ``AdjointPolicy.rsample``
+     (algorithm ``amdp-backprop``, ``diffrl.algos``).
 
 Shapes: batch axes (B,) (any leading axes work, losses average over all of them).
 ``u_fn(params, x (B, d), obs (B, o), t (B,)) -> (B, d)`` is the control u (not f).
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 
-from diffrl.policies.reference_sde import ReferenceSDE, erf_jacobian, erf_squash, simulate_controlled
+from diffrl.policies.reference_sde import ReferenceSDE, erf_jacobian
 
 ControlApply = Callable[[Any, jax.Array, jax.Array, jax.Array], jax.Array]
 TRUST_REGIONS = ("dual", "closed_form", "none")
@@ -210,30 +211,3 @@ def trust_region_matching_loss(
         "am/control_norm": jnp.mean(jnp.linalg.norm(u, axis=-1)),
     }
     return loss, metrics
-
-
-def backprop_actor_loss(
-    u_fn: ControlApply,
-    params: Any,
-    obs: jax.Array,
-    key_noise: jax.Array,
-    q_fn: Callable[[jax.Array, jax.Array], jax.Array],
-    alpha: jax.Array,
-    ref: ReferenceSDE,
-    num_steps: int,
-    action_size: int,
-) -> tuple[jax.Array, dict]:
-    """Reverse-KL baseline (A7): mean[alpha (C - d log 2) - Q(s, a)], backprop through the chain.
-
-    obs: (B, o); q_fn(obs (B, o), action (B, d)) -> (B,). The same Euler-Maruyama chain as
-    acting (``simulate_controlled``) with gradients through all N steps, so its cost is
-    comparable to AMDP's at equal N. alpha is stop-gradient.
-    """
-    chain = simulate_controlled(
-        lambda x, t: u_fn(params, x, obs, t), ref, num_steps, key_noise, obs.shape[:-1] + (action_size,)
-    )
-    action = erf_squash(chain.x1, ref.erf_scale)
-    log_prob_bound = chain.control_cost - action_size * math.log(2.0)
-    q = q_fn(obs, action)
-    loss = jnp.mean(sg(alpha) * log_prob_bound - q)
-    return loss, {"rkl/loss": loss, "rkl/q": jnp.mean(q), "rkl/entropy_bound": -jnp.mean(log_prob_bound)}

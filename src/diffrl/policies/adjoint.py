@@ -3,7 +3,7 @@
 AMDP (Thilges, Celik, Blessing, Gospodinov, Neumann 2026, arXiv 2606.22630; papers.md
 §(b), algorithms.md §5.4). pi(a|s) is the law of a = erf(k X_1) for the controlled process
 dX = sigma_t u_theta(X_t, t, s) dt + sigma_t dW, X_0 = 0 (``reference_sde``, eqs. R1-R9);
-the actor is trained by reciprocal adjoint matching (``diffrl.adjoint_matching``, A1-A7).
+the actor is trained by reciprocal adjoint matching (``diffrl.adjoint_matching``, A1-A6).
 
 DECISION (parameterisation): u_theta(x, s, t) = sigma_t f_theta(x, s, t) with f_theta a
 ``ControlNet`` (continuous t in [0, 1], near-zero output at init, so the initial policy is
@@ -13,7 +13,8 @@ lean adjoint, A2) is O(1) at all t, whereas u* = sigma_t f* spans the 200x range
 Capabilities: Policy (``sample``, ``eval_action`` with "sde" or "ode") and PathwisePolicy
 (``rsample`` = a differentiable chain whose ``log_prob`` is the upper-bound estimate
 C - d log 2 of log pi(a|s), R7; ``trust_region_kl`` = the exact KL of the discrete chains
-estimated on one old path), so the reverse-KL baseline runs through REPPO-style code.
+estimated on one old path), so the reverse-KL baseline (A7) is REPPO's own update on this
+policy (algorithm ``amdp-backprop``).
 The AMDP update itself uses :meth:`matching_scores` and :meth:`matching_loss`.
 """
 from __future__ import annotations
@@ -232,10 +233,4 @@ class AdjointPolicy:
         return am.trust_region_matching_loss(
             self.control, params, old_params, obs, score, t, x_t, alpha, self.ref,
             mode=c.trust_region, kl_bound=c.kl_bound, log_lambda=log_lambda, sigma_power=c.loss_sigma_power,
-        )
-
-    def backprop_loss(self, params, obs, key_noise, q_fn, alpha) -> tuple[jax.Array, dict]:
-        """The reverse-KL baseline (A7) with this policy's chain."""
-        return am.backprop_actor_loss(
-            self.control, params, obs, key_noise, q_fn, alpha, self.ref, self.config.num_steps, self.action_size
         )
