@@ -25,14 +25,15 @@ def small(algo, out, **kw):
         total_env_steps=4 * 512, num_envs=16, num_steps=32, num_evals=4, eval_envs=4,
         out=str(out), progress=False, tensorboard=False, **kw)
     sub = "ppo" if algo == "ppo" else "reppo"
-    if algo == "trudi":  # a small chain keeps the test quick; the code path is the same
-        config = config.replace(diffusion=config.diffusion.__class__(
-            **{**config.diffusion.__dict__, "hidden": (16, 16), "num_steps": 4}))
+    chain = {"trudi": "diffusion", "amdp": "adjoint"}.get(algo)
+    if chain:  # a small chain keeps the test quick; the code path is the same
+        config = config.replace(**{chain: getattr(config, chain).__class__(
+            **{**getattr(config, chain).__dict__, "hidden": (16, 16), "num_steps": 4})})
     return config.replace(**{sub: getattr(config, sub).__class__(
         **{**getattr(config, sub).__dict__, "num_minibatches": 4, "num_epochs": 1})})
 
 
-@pytest.mark.parametrize("algo", ["ppo", "reppo", "trudi"])
+@pytest.mark.parametrize("algo", ["ppo", "reppo", "trudi", "amdp"])
 def test_interrupt_and_resume_is_bitwise_identical(tmp_path, algo):
     Trainer(small(algo, tmp_path / "full")).run()
     interrupted = Trainer(small(algo, tmp_path / "cut"))
