@@ -28,6 +28,8 @@ RUN = textwrap.dedent("""
     from diffrl.algos.ppo_config import PPOConfig
     from diffrl.algos.reppo_config import REPPOConfig
     from diffrl.config import TrainConfig
+    from diffrl.policies.adjoint import AdjointPolicyConfig
+    from diffrl.policies.diffusion import DiffusionPolicyConfig
     from diffrl.core.build import build
     from diffrl.core.loop import make_components
     from diffrl.core.sharding import make_mesh, state_shardings
@@ -36,7 +38,9 @@ RUN = textwrap.dedent("""
         return TrainConfig(algo=algo, env="gymnax/Pendulum-v1", num_envs=8, num_steps=4, total_env_steps=64,
                            chunk_iterations=2, num_devices=devices,
                            ppo=PPOConfig(num_minibatches=4, num_epochs=2),
-                           reppo=REPPOConfig(num_minibatches=4, num_epochs=2))
+                           reppo=REPPOConfig(num_minibatches=4, num_epochs=2),
+                           diffusion=DiffusionPolicyConfig(hidden=(16, 16), num_steps=4),
+                           adjoint=AdjointPolicyConfig(hidden=(16, 16), num_steps=4))
 
     def train(algo, devices):
         cfg = config(algo, devices)
@@ -61,7 +65,7 @@ def run_python(code: str, env_extra: dict | None = None, timeout: int = 300) -> 
     return out.stdout
 
 
-@pytest.mark.parametrize("algo", ["ppo", "reppo"])
+@pytest.mark.parametrize("algo", ["ppo", "reppo", "trudi", "amdp"])
 def test_two_devices_match_one_device(algo):
     out = run_python(RUN + textwrap.dedent(f"""
         one, two = train({algo!r}, 1), train({algo!r}, 2)
@@ -69,17 +73,23 @@ def test_two_devices_match_one_device(algo):
                  for a, b in zip(jax.tree.leaves(one.algo), jax.tree.leaves(two.algo))]
         scales = [float(np.max(np.abs(np.asarray(a)))) for a in jax.tree.leaves(one.algo)]
         env = float(np.max(np.abs(np.asarray(one.env_state.obs) - np.asarray(two.env_state.obs))))
-        moved = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(
-            jax.tree.leaves(one.algo), jax.tree.leaves(jax.jit(jax.vmap(make_components(
-                config({algo!r}, 1), *build(config({algo!r}, 1))[:2]).init))(
-                jax.numpy.stack([jax.random.PRNGKey(0), jax.random.PRNGKey(1)])).algo)))
+        initial = jax.jit(jax.vmap(make_components(config({algo!r}, 1), *build(config({algo!r}, 1))[:2]).init))(
+            jax.numpy.stack([jax.random.PRNGKey(0), jax.random.PRNGKey(1)])).algo
+        policy = lambda s: s.policy_params if hasattr(s, "policy_params") else s.actor_params
+        moved = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+                    for a, b in zip(jax.tree.leaves(policy(one.algo)), jax.tree.leaves(policy(initial))))
         print(json.dumps({{"diff": max(d / max(s, 1.0) for d, s in zip(diffs, scales)), "env": env,
                           "moved": moved, "devices": len(two.env_state.obs.sharding.device_set)}}))
     """))
     r = json.loads(out.strip().splitlines()[-1])
     assert r["devices"] == 2
-    assert r["moved"] > 1e-3  # training changed the parameters, so the comparison means something
-    assert r["diff"] < 1e-4, r  # same parameters to float rounding
+    assert r["moved"] > 1e-3, r  # training changed the policy, so the comparison means something
+    # Same parameters to float rounding: the devices sum the batch means in another order. Measured
+    # here after 16 SGD steps: 5e-7 (PPO) to 1.2e-6 (REPPO, TruDi, AMDP) relative; earlier hand checks
+    # of TruDi and AMDP gave 4e-6 and 6e-5. Adam divides by the gradient's RMS,
+    # so rounding in a near-zero gradient component can move that parameter by a sizeable part of
+    # a step (lr 3e-4), which is why the bound is 1e-4 and not float32's 1e-7.
+    assert r["diff"] < 1e-4, r
     assert r["env"] < 1e-4, r  # same environment trajectories
 
 
