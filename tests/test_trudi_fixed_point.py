@@ -70,7 +70,17 @@ def test_pathwise_max_entropy_objective_moves_diffusion_policy_toward_boltzmann_
     # uniform. Uniform actions are at TV 0.54 (pi* has 94 % of its mass within 0.2 of the
     # peaks), so merely spreading out is not enough.
     assert tv_after < max_tv < tv_uniform - 0.05, (tv_before, tv_after, tv_uniform)
-    # Symmetric Q: both modes kept, each with 40-60 % of the mass (binomial sd at 10k: 0.5 %).
-    assert 0.4 < np.mean(after < 0) < 0.6
-    # Within-mode spread E[(|a| - 0.5)^2]: tanh prior ~0.19, uniform 1/12, pi* 0.011.
-    assert np.mean((np.abs(after) - 0.5) ** 2) < max_spread < 1 / 12 - 0.02, spread
+    # Symmetric Q: both modes kept. The untrained policy is symmetric too, so the split of all
+    # actions by sign proves nothing; the mass WITHIN 0.2 of each peak does: pi* has 47 % there
+    # per mode, the initial policy 20 % (erf: uniform) or 9 % (tanh: mass near +-1), and a policy
+    # that collapsed onto one peak would lose the other. Measured after training: 29 % / 31 %
+    # (tanh) and 44 % / 43 % (erf); binomial sd at 10k samples: 0.5 %.
+    near = lambda x: np.array([np.mean(np.abs(x + 0.5) < 0.2), np.mean(np.abs(x - 0.5) < 0.2)])
+    near_before, near_after = near(before), near(after)
+    assert np.all(near_after > near_before + 0.15), (near_before, near_after)
+    assert abs(near_after[0] - near_after[1]) < 0.05, near_after
+    # Within-mode spread E[(|a| - 0.5)^2]: pi* 0.011; before training 0.16 (tanh) and 0.084
+    # (erf, uniform: 1/12); measured after 0.047 and 0.018. Both bounds must hold: below the
+    # parametrised bound and at most half the untrained policy's spread.
+    spread_before, spread_after = (np.mean((np.abs(x) - 0.5) ** 2) for x in (before, after))
+    assert spread_after < max_spread and spread_after < 0.5 * spread_before, (spread_before, spread_after, spread)
