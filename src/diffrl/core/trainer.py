@@ -30,6 +30,7 @@ from diffrl.core.evaluate import make_evaluate
 from diffrl.core.loggers import JsonlLogger, MultiLogger, TensorBoardLogger, WandbLogger
 from diffrl.core.loop import TrainState, make_components
 from diffrl.core.run_dir import atomic_write_json, default_run_dir, write_run_record
+from diffrl.core.run_lock import RunDirLock
 from diffrl.core.sharding import initialize_distributed, local_mesh, make_mesh, matmul_precision, state_shardings, to_host, wait_for_all_processes
 
 
@@ -136,9 +137,16 @@ class Trainer:
 
     # -- main loop ---------------------------------------------------------------
     def run(self) -> dict:
+        """Train; process 0 holds the run directory's writer lock throughout (``core.run_lock``):
+        a second trainer on the same directory is refused before anything is read or compiled."""
+        if not self.is_main:
+            return self._run_in_dir()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with RunDirLock(self.run_dir):
+            return self._run_in_dir()
+
+    def _run_in_dir(self) -> dict:
         cfg = self.config
-        if self.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
         self._resume = None
         if cfg.resume:  # before any logger opens metrics.jsonl: rows after the checkpoint go
             self._resume = self._resume_point()
