@@ -10,6 +10,7 @@ import pytest
 from diffrl.policies import PathwisePolicy, Policy
 from diffrl.policies.adjoint import AdjointAux, AdjointPolicy, AdjointPolicyConfig
 from bimodal_toy import bimodal_q, target_bins
+from param_fixtures import perturbed
 
 SMALL = AdjointPolicyConfig(hidden=(32, 32), num_steps=8)
 OBS = jax.random.normal(jax.random.PRNGKey(1), (40, 128, 3))  # (T, B, o), shared: one compilation
@@ -58,11 +59,7 @@ def test_config_validation():
             AdjointPolicy(AdjointPolicyConfig(**bad), 1)
 
 
-@jax.jit
-def _perturbed(params, key, scale):
-    leaves, tree = jax.tree.flatten(params)
-    keys = jax.random.split(key, len(leaves))
-    return jax.tree.unflatten(tree, [p + scale * jax.random.normal(k, p.shape) for p, k in zip(leaves, keys)])
+_perturbed = jax.jit(perturbed)
 
 
 def test_rsample_replays_sample_and_trust_region_kl_is_path_kl(small):

@@ -16,6 +16,7 @@ from diffrl.core.build import build
 from diffrl.core.trainer import Trainer, seed_keys
 from diffrl.policies.adjoint import AdjointPolicy
 from diffrl.presets import resolve
+from param_fixtures import perturbed, without_value_prior
 
 
 def tiny_config(out=None):
@@ -46,12 +47,6 @@ def test_trains_through_the_registry(tmp_path):
     assert moved > 1e-4, moved
 
 
-def _perturbed(params, key, scale):
-    leaves, tree = jax.tree.flatten(params)
-    keys = jax.random.split(key, len(leaves))
-    return jax.tree.unflatten(tree, [p + scale * jax.random.normal(k, p.shape) for p, k in zip(leaves, keys)])
-
-
 def test_actor_loss_gradient_flows_through_the_chain():
     config = tiny_config()
     env, algo, _ = build(config)
@@ -59,9 +54,8 @@ def test_actor_loss_gradient_flows_through_the_chain():
     # A control network away from its near-zero initialisation (so the chain's control cost and
     # actions depend on every layer) and a critic without its sharp value prior (so Q has an
     # action gradient): both terms of alpha * log pi - Q then carry gradient.
-    params = _perturbed(state.actor_params, jax.random.PRNGKey(1), 0.3)
-    critic = jax.tree_util.tree_map(lambda x: x, state.critic_params)
-    critic["params"]["value_prior"] = jnp.zeros_like(critic["params"]["value_prior"])
+    params = perturbed(state.actor_params, jax.random.PRNGKey(1), 0.3)
+    critic = without_value_prior(state.critic_params)
     obs = jax.random.normal(jax.random.PRNGKey(2), (64, 3))
     mb = {"obs": obs, "critic_obs": obs}
     key = jax.random.PRNGKey(3)
@@ -80,7 +74,7 @@ def test_actor_loss_gradient_flows_through_the_chain():
     # adds the dual losses, whose VALUES depend on the actor (the entropy estimate) but which
     # pass it no gradient by design (stop-gradient), so their difference quotient must not
     # count. float32 at a loss of ~74: h = 3e-2 keeps roundoff and truncation < 0.5 %.
-    direction = _perturbed(jax.tree.map(jnp.zeros_like, params), jax.random.PRNGKey(4), 1.0)
+    direction = perturbed(jax.tree.map(jnp.zeros_like, params), jax.random.PRNGKey(4), 1.0)
     norm = jnp.sqrt(sum(jnp.sum(d**2) for d in jax.tree.leaves(direction)))
     direction = jax.tree.map(lambda d: d / norm, direction)
     analytic = float(sum(jnp.sum(g * d) for g, d in zip(leaves, jax.tree.leaves(direction))))

@@ -18,6 +18,7 @@ from diffrl.config import TrainConfig
 from diffrl.critics.categorical import CriticConfig
 from diffrl.envs.base import EnvSpec
 from diffrl.policies.adjoint import AdjointAux, AdjointPolicyConfig
+from param_fixtures import without_value_prior
 
 SPEC = EnvSpec("synthetic", obs_size=3, action_size=2, action_low=(-1.0, -1.0), action_high=(1.0, 1.0),
                episode_length=100)
@@ -33,12 +34,9 @@ def make(trust_region: str):
 
 
 def init_state(algo):
-    """Initial state with the critic's value prior zeroed: the prior (40 z, a sharp peak) makes a
-    fresh critic flat in the action; without it the random head gives O(1) action gradients."""
+    """Initial state with a critic that has action gradients (see ``without_value_prior``)."""
     state = algo.init(jax.random.PRNGKey(1), SPEC)
-    critic = jax.tree_util.tree_map(lambda x: x, state.critic_params)
-    critic["params"]["value_prior"] = jnp.zeros_like(critic["params"]["value_prior"])
-    return state.replace(critic_params=critic)
+    return state.replace(critic_params=without_value_prior(state.critic_params))
 
 
 def synthetic_rollout(k: float) -> Rollout:
