@@ -82,9 +82,10 @@ class AMDP(SoftActorCritic):
         update batch with the critic at the start of the update (the critic that also gives
         this update's TD targets), not per minibatch with the critic of that step. Reasons:
         (1) the norm clip limit is a quantile of the batch (``matching_scores``), and this way
-        it is the quantile of exactly the scores that are regressed on, over the whole batch
-        (with per-minibatch gradients it would be a statistic of one critic applied to the
-        scores of others); (2) like the TD targets, the matching targets are then a fixed data
+        it is the quantile of exactly the scores that are regressed on, over the whole batch.
+        The alternative, per-minibatch gradients of the current critic clipped at a limit
+        computed once at the start, would clip one critic's scores at a quantile of another's,
+        so "clip the largest 5 %" would drift as the critic moves; (2) like the TD targets, the matching targets are then a fixed data
         set for all epochs, so ``matching_steps`` > 1 and every epoch regress onto the same
         (s, X_1, score) triples; (3) one critic gradient per stored sample instead of one per
         sample and epoch. The price: the actor follows the critic of the start of the update,
