@@ -102,3 +102,14 @@ def test_trainer_holds_the_lock_for_the_run_and_releases_it_on_errors(tmp_path):
     Trainer(tiny_ppo(run), progress_fn=try_second_writer).run()
     assert seen == [512]
     assert json.loads((run / LOCK_NAME).read_text())["released"]
+
+
+def test_cli_refuses_a_busy_run_directory_with_a_message(tmp_path, capsys):
+    from diffrl.cli import main
+
+    with RunDirLock(tmp_path):
+        rc = main(["train", "--algo", "ppo", "--env", "gymnax/Pendulum-v1", "--total-env-steps", "512",
+                   "--num-envs", "16", "--num-steps", "32", "--out", str(tmp_path), "--no-progress"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert f"is being written by another training process: pid {os.getpid()} on host" in err, err

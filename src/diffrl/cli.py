@@ -90,6 +90,7 @@ def _train_resume(argv: list[str]) -> int:
 
 def _run_training(config) -> int:
     from diffrl.config import ConfigError
+    from diffrl.core.run_lock import RunDirLocked
     from diffrl.core.trainer import NonFiniteError, Trainer
 
     try:
@@ -102,7 +103,7 @@ def _run_training(config) -> int:
     except NonFiniteError as e:
         print(f"diffrl train: {e}", file=sys.stderr)
         return 3
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, RunDirLocked) as e:
         print(f"diffrl train: {e}", file=sys.stderr)
         return 2
     return 0
