@@ -117,7 +117,8 @@ def test_reciprocal_adjoint_matching_converges_to_max_ent_policy():
         params, opt_state = carry
         key_sample, key_fit = jax.random.split(key)
         action, aux = policy.sample(params, obs, key_sample)
-        score, _ = policy.matching_scores(aux.pre_squash, grad_q(action))
+        grads = grad_q(action)
+        score, _ = policy.matching_scores(aux.pre_squash, grads, policy.score_clip_limit(aux.pre_squash, grads))
 
         def fit(carry, key_bridge):
             params, opt_state = carry

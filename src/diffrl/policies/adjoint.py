@@ -15,7 +15,8 @@ Capabilities: Policy (``sample``, ``eval_action`` with "sde" or "ode") and Pathw
 C - d log 2 of log pi(a|s), R7; ``trust_region_kl`` = the exact KL of the discrete chains
 estimated on one old path), so the reverse-KL baseline (A7) is REPPO's own update on this
 policy (algorithm ``amdp-backprop``).
-The AMDP update itself uses :meth:`matching_scores` and :meth:`matching_loss`.
+The AMDP update itself uses :meth:`score_clip_limit`, :meth:`matching_scores` and
+:meth:`matching_loss`.
 """
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ class AdjointPolicyConfig:
     output_scale: float = 1e-8
     """Scale of f_theta's output-layer init (near-zero control: initial policy = reference)."""
     grad_clip_quantile: float = 0.95
-    """Per-sample score norms are clipped at min(this batch quantile, grad_clip_max)."""
+    """Per-sample score norms are clipped at min(this quantile of the update batch's norms,
+    grad_clip_max)."""
     grad_clip_max: float = 5.0
     """Absolute cap of the per-sample score norm."""
     loss_sigma_power: float = -1.0
@@ -203,13 +205,18 @@ class AdjointPolicy:
         return kl, {"kl/path": jnp.mean(kl)}
 
     # -- AMDP update ---------------------------------------------------------------------
-    def matching_scores(self, pre_squash: jax.Array, grad_q_action: jax.Array) -> tuple[jax.Array, dict]:
-        """(..., d) clipped grad_x Q(s, erf(k X_1)) from grad_a Q at the stored actions (A2).
-
-        Call once per update on the whole stored batch (the clip quantile is a batch statistic).
-        """
+    def score_clip_limit(self, pre_squash: jax.Array, grad_q_action: jax.Array) -> jax.Array:
+        """() the norm clip limit of the scores grad_x Q(s, erf(k X_1)) (A2): min(grad_clip_quantile
+        of their norms, grad_clip_max). Call it on the whole stored batch (a batch statistic)."""
         score = am.pre_squash_score(pre_squash, grad_q_action, self.ref.erf_scale)
-        return am.clip_score_norm(score, self.config.grad_clip_quantile, self.config.grad_clip_max)
+        return am.score_clip_limit(score, self.config.grad_clip_quantile, self.config.grad_clip_max)
+
+    def matching_scores(
+        self, pre_squash: jax.Array, grad_q_action: jax.Array, limit: jax.Array
+    ) -> tuple[jax.Array, dict]:
+        """(..., d) grad_x Q(s, erf(k X_1)) from grad_a Q at the stored actions (A2), each
+        norm-clipped at ``limit`` (from :meth:`score_clip_limit`)."""
+        return am.clip_score_norm(am.pre_squash_score(pre_squash, grad_q_action, self.ref.erf_scale), limit)
 
     def matching_loss(
         self,

@@ -123,8 +123,13 @@ class AdjointMatchingPolicy(Policy, Protocol):
     config: Any
     target_entropy: float
 
-    def matching_scores(self, pre_squash: jax.Array, grad_q_action: jax.Array) -> tuple[jax.Array, dict]:
-        """(N, d) clipped pre-squash gradient of Q at the stored end points."""
+    def score_clip_limit(self, pre_squash: jax.Array, grad_q_action: jax.Array) -> jax.Array:
+        """() norm clip limit of the pre-squash gradients of Q over a whole stored batch."""
+        ...
+
+    def matching_scores(self, pre_squash: jax.Array, grad_q_action: jax.Array,
+                        limit: jax.Array) -> tuple[jax.Array, dict]:
+        """(N, d) pre-squash gradient of Q at the stored end points, norm-clipped at ``limit``."""
         ...
 
     def matching_loss(self, params: Params, old_params: Params, obs: jax.Array, pre_squash: jax.Array,
@@ -137,8 +142,8 @@ class AdjointMatchingPolicy(Policy, Protocol):
 def require(policy: Any, capability: type, algo: str) -> None:
     """Fail clearly (before anything compiles) if ``policy`` lacks ``capability``."""
     if not isinstance(policy, capability):
-        missing = [m for m in ("log_prob", "entropy", "rsample", "trust_region_kl", "matching_scores",
-                               "matching_loss")
+        missing = [m for m in ("log_prob", "entropy", "rsample", "trust_region_kl", "score_clip_limit",
+                               "matching_scores", "matching_loss")
                    if hasattr(capability, m) and not hasattr(policy, m)]
         raise TypeError(
             f"algorithm '{algo}' needs a policy with {capability.__name__} "
