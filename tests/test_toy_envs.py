@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from diffrl.envs import make, wrap
-from diffrl.envs.toy import BimodalBandit, MirrorGoals
+from diffrl.envs.toy import BimodalBandit, CornerBandit, MirrorGoals, OctahedronGoals
 
 
 def goal_seeking_action(obs, side):
@@ -87,3 +87,112 @@ def test_bimodal_bandit_peaks_modes_and_one_step_episodes():
     assert state.info["returned_episode"].all()
     np.testing.assert_array_equal(state.info["returned_episode_length"], 1)
     np.testing.assert_array_equal(state.obs, 1.0)
+
+
+def _signed_permutation(perm, signs):
+    """(d, d) matrix P with (P x)_i = signs[i] * x[perm[i]]."""
+    d = len(perm)
+    m = np.zeros((d, d), np.float32)
+    m[np.arange(d), perm] = signs
+    return m
+
+
+def _goal_permutation(goals, matrix):
+    """Index of the image of every goal under x -> matrix @ x."""
+    images = goals @ matrix.T
+    return np.array([int(np.argmin(np.linalg.norm(goals - g, axis=1))) for g in images])
+
+
+def test_octahedron_goals_six_goals_equal_return_and_modes():
+    env = wrap(make("toy/OctahedronGoals"))
+    spec = env.spec
+    assert (spec.obs_size, spec.action_size, spec.modes, spec.episode_length) == (6, 3, 6, 40)
+    goals = np.asarray(OctahedronGoals().goals)
+    np.testing.assert_array_equal(goals, [[-1, 0, 0], [1, 0, 0], [0, -1, 0], [0, 1, 0], [0, 0, -1], [0, 0, 1]])
+    targets = jnp.concatenate([jnp.asarray(goals), jnp.zeros((1, 3))])  # env 6 hedges (zero action)
+
+    def body(state, _):
+        position, velocity = state.obs[:, :3], state.obs[:, 3:]
+        action = jnp.clip(8.0 * (targets - position) - 4.0 * velocity, -1.0, 1.0)
+        state = env.step(state, action.at[6].set(0.0))
+        return state, state
+
+    @jax.jit
+    def run(keys):
+        return jax.lax.scan(body, env.reset(keys), None, length=spec.episode_length)[1]
+
+    traj = jax.device_get(run(jax.random.split(jax.random.PRNGKey(0), 7)))
+    last = spec.episode_length - 1
+    returns = traj.info["returned_episode_return"][last]
+    # Every goal is exactly as good: the six goal-seeking episodes have identical returns.
+    np.testing.assert_array_equal(returns[:6], returns[0])
+    assert returns[0] > 0.7 * spec.episode_length
+    assert returns[6] < 0.01  # staying between the goals earns nothing
+    np.testing.assert_array_equal(traj.info["mode"][last], [0, 1, 2, 3, 4, 5, -1])
+    np.testing.assert_allclose(traj.final_obs[last, :6, :3], goals, atol=0.02)
+
+
+def test_octahedron_goals_symmetric_under_axis_permutations_and_flips():
+    """A noisy goal-seeking controller and its image under a symmetry of the cube (goal and
+    noise mapped, the controller is equivariant) earn the same rewards, and the modes they
+    reach are the images of each other."""
+    env = OctahedronGoals()
+    goals = np.asarray(env.goals)
+    rng = np.random.default_rng(0)
+    targets = goals[rng.integers(0, 6, size=64)]
+    noise = (0.7 * rng.standard_normal((64, 40, 3))).astype(np.float32)  # some episodes miss
+
+    def rollout(target, noise):
+        def body(state, eps):
+            position, velocity = state.obs[:3], state.obs[3:]
+            state = env.step(state, jnp.clip(8.0 * (target - position) - 4.0 * velocity + eps, -1.0, 1.0))
+            return state, (state.reward, state.info["mode"])
+
+        return jax.lax.scan(body, env.reset(jax.random.PRNGKey(0)), noise)[1]
+
+    run = jax.jit(jax.vmap(rollout))
+    rewards, modes = jax.device_get(run(jnp.asarray(targets), jnp.asarray(noise)))
+    assert len(np.unique(modes[:, -1])) == 6  # the check covers every goal
+    for perm, signs in [((0, 1, 2), (-1, 1, 1)), ((1, 2, 0), (1, 1, 1)), ((2, 0, 1), (1, -1, -1)),
+                        ((1, 0, 2), (-1, -1, -1))]:
+        m = _signed_permutation(perm, signs)
+        image_rewards, image_modes = jax.device_get(run(jnp.asarray(targets @ m.T), jnp.asarray(noise @ m.T)))
+        np.testing.assert_allclose(image_rewards, rewards, rtol=1e-5, atol=1e-6)
+        mapped = np.where(modes >= 0, _goal_permutation(goals, m)[modes], -1)
+        np.testing.assert_array_equal(image_modes, mapped)
+
+
+def test_corner_bandit_four_equal_peaks_and_modes():
+    env = wrap(make("toy/CornerBandit"))
+    spec = env.spec
+    assert (spec.obs_size, spec.action_size, spec.modes, spec.episode_length) == (1, 2, 4, 1)
+    c = 0.5
+    actions = jnp.array([[-c, -c], [c, -c], [-c, c], [c, c], [0.0, 0.0], [c, 0.0], [0.6, 0.6], [0.7, 0.7],
+                         [-0.9, 0.9]])
+    step = jax.jit(lambda k, a: env.step(env.reset(k), a))
+    state = jax.device_get(step(jax.random.split(jax.random.PRNGKey(0), len(actions)), actions))
+    a = np.asarray(actions, np.float64)
+    s = CornerBandit().config.width
+    corners = np.array([[sx * c, sy * c] for sx in (-1, 1) for sy in (-1, 1)])
+    expected = np.exp(-np.sum((a[:, None, :] - corners) ** 2, -1) / (2 * s * s)).sum(-1)  # the four bumps
+    np.testing.assert_allclose(state.reward, expected, rtol=1e-5)
+    np.testing.assert_array_equal(state.reward[:4], state.reward[0])  # equal peaks, bit for bit
+    assert state.reward[0] > 0.99 and state.reward[4] < 1e-4  # the mean of the optima is bad
+    assert state.reward[5] < 1e-5  # so is the midpoint between two neighbouring peaks
+    # Modes: within 0.2 of a corner (0.6, 0.6 is 0.14 away; 0.7, 0.7 is 0.28 away).
+    np.testing.assert_array_equal(state.info["mode"], [0, 1, 2, 3, -1, -1, 3, -1, -1])
+    assert state.terminated.all() and not state.truncated.any()
+
+
+def test_corner_bandit_symmetric_under_flips_and_swap():
+    env = CornerBandit()
+    a = jax.random.uniform(jax.random.PRNGKey(1), (4096, 2), minval=-1.0, maxval=1.0)
+    a = jnp.concatenate([a, 0.5 + 0.1 * jax.random.normal(jax.random.PRNGKey(2), (512, 2))])
+    reward, mode = env.reward(a), env.mode(a)
+    assert set(np.unique(np.asarray(mode)).tolist()) == {-1, 0, 1, 2, 3}
+    # flip axis 0 (modes 0 <-> 1, 2 <-> 3), flip axis 1 (0 <-> 2, 1 <-> 3), swap the axes (1 <-> 2)
+    for image, table in [(a * jnp.array([-1.0, 1.0]), [1, 0, 3, 2]), (a * jnp.array([1.0, -1.0]), [2, 3, 0, 1]),
+                         (a[:, ::-1], [0, 2, 1, 3])]:
+        np.testing.assert_array_equal(env.reward(image), reward)  # exact, not just close
+        expected = np.where(mode >= 0, np.asarray(table)[np.asarray(mode)], -1)
+        np.testing.assert_array_equal(env.mode(image), expected)

@@ -62,6 +62,8 @@ def _builtin() -> dict[str, EnvFactory]:
     table.update({f"gymnax/{t}": _gymnax(t) for t in GYMNAX_ENVS})
     table["toy/MirrorGoals"] = _toy("MirrorGoals")
     table["toy/BimodalBandit"] = _toy("BimodalBandit")
+    table["toy/OctahedronGoals"] = _toy("OctahedronGoals")
+    table["toy/CornerBandit"] = _toy("CornerBandit")
     return table
 
 

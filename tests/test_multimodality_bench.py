@@ -1,0 +1,36 @@
+"""benchmarks/multimodality.py on hand-made records: per-seed values, medians with intervals, the table."""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import multimodality  # noqa: E402
+
+
+def test_seed_values_leave_out_entropy_of_seeds_that_reached_nothing():
+    out = {"behaviour_entropy": np.array([0.0, 0.9, 0.0]), "mode_reached": np.array([0.0, 0.5, 1.0]),
+           "episode_return": np.array([1.0, 2.0, 3.0])}
+    v = multimodality.seed_values(out)
+    assert np.isnan(v["behaviour_entropy"][0]) and v["behaviour_entropy"][1:] == [0.9, 0.0]
+    assert v["mode_reached"] == [0.0, 0.5, 1.0]
+
+
+def test_median_ci_and_table():
+    point, lo, hi, n = multimodality.median_ci([0.1, 0.2, float("nan"), 0.9])
+    assert (point, n) == (0.2, 3) and lo <= point <= hi and 0.1 <= lo and hi <= 0.9
+    assert multimodality.median_ci([float("nan")])[3] == 0
+    record = {"env": "toy/CornerBandit", "algo": "trudi", "samplers": ["sde"], "num_seeds": 2,
+              "episodes_per_seed": 8, "trained_env_steps": 1024, "optimum": 2.0, "random_return": 0.1,
+              "final": {"sde": {"behaviour_entropy": [float("nan"), 1.0], "mode_reached": [0.0, 1.0],
+                                "episode_return": [0.0, 2.0]}}}
+    text = multimodality.table([record])
+    row = next(line for line in text.splitlines() if line.startswith("| toy/CornerBandit (4) | trudi | sde"))
+    assert "| 1.00 [1.00, 1.00] (1/2 seeds) |" in row  # entropy over the seed that reached a peak
+    assert "| 0.50 [0.00, 1.00] |" in row  # return / optimum: median of 0 and 1
+    assert "| toy/CornerBandit | 2.00 | 0.10 |" in text
+
+
+def test_optimal_return_of_the_bandit_is_its_peak():
+    assert abs(multimodality.optimal_return("toy/CornerBandit") - 1.0) < 1e-6
