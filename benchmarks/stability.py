@@ -190,31 +190,62 @@ def plot_pair(record: dict, metrics: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def median_ci(values) -> str:
+    """'median [low, high]': the median over seeds and its 95% percentile-bootstrap interval."""
+    from diffrl.stats import bootstrap_ci
+
+    point, low, high = bootstrap_ci(np.asarray(values, np.float64), lambda x: np.median(x, axis=-1))
+    return f"{point:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def summary_row(record: dict, sampler: str, label: str = "") -> str:
+    seeds = record["per_sampler"][sampler]["seeds"]
+    drops = np.array([s["worst_drop"] for s in seeds])
+    return (f"| {record['env'].split('/')[-1]} | {record['algo']}{label} | {sampler} | "
+            f"{median_ci([s['best'] for s in seeds])} | {median_ci([s['final'] for s in seeds])} | "
+            f"{np.nanmax(drops):.3f} | {int(np.sum(drops > 0.2))}/{len(seeds)} |")
+
+
+SUMMARY_HEADER = ("| task | algo | sampler | best: median [95% CI] | final: median [95% CI] | largest worst drop | "
+                  "seeds dropping > 0.2 |\n|---|---|---|---|---|---|---|")
+SEED_HEADER = "| task | algo | sampler | seed | best | final | worst drop (last third) |\n|---|---|---|---|---|---|---|"
+EXPLANATION = ("Normalised return (R - R_random) / (R_max - R_random); worst drop = largest fall below the "
+               "seed's best-so-far at an evaluation in the last third of training; medians over seeds with "
+               "95% percentile-bootstrap intervals.\n\n")
+
+
+def seed_rows(record: dict, label: str = "") -> list[str]:
+    sampler = record["samplers"][0]
+    return [f"| {record['env'].split('/')[-1]} | {record['algo']}{label} | {sampler} | {s['seed']} | "
+            f"{s['best']:.3f} | {s['final']:.3f} | {s['worst_drop']:.3f} |"
+            for s in record["per_sampler"][sampler]["seeds"]]
+
+
 def table(records: list[dict]) -> str:
-    lines = ["| env | algo | sampler | seed | best | final | worst drop (last third) |", "|---|---|---|---|---|---|---|"]
-    summary = ["| env | algo | sampler | median best | median final | max worst drop | seeds dropping > 0.2 |",
-               "|---|---|---|---|---|---|---|"]
-    for r in records:
-        for sampler, data in r["per_sampler"].items():
-            seeds = data["seeds"]
-            if sampler == r["samplers"][0]:
-                for s in seeds:
-                    lines.append(f"| {r['env']} | {r['algo']} | {sampler} | {s['seed']} | {s['best']:.3f} | "
-                                 f"{s['final']:.3f} | {s['worst_drop']:.3f} |")
-            drops = np.array([s["worst_drop"] for s in seeds])
-            summary.append(f"| {r['env']} | {r['algo']} | {sampler} | "
-                           f"{np.median([s['best'] for s in seeds]):.3f} | "
-                           f"{np.median([s['final'] for s in seeds]):.3f} | {np.nanmax(drops):.3f} | "
-                           f"{int(np.sum(drops > 0.2))}/{len(seeds)} |")
-    head = ("Normalised return (R - R_random) / (R_max - R_random); worst drop = largest fall below the "
-            "seed's best-so-far at an evaluation in the last third of training.\n\n")
-    return head + "\n".join(summary) + "\n\n" + "\n".join(lines) + "\n"
+    summary = [SUMMARY_HEADER] + [summary_row(r, sampler) for r in records for sampler in r["per_sampler"]]
+    seeds = [SEED_HEADER] + [row for r in records for row in seed_rows(r)]
+    return EXPLANATION + "\n".join(summary) + "\n\n" + "\n".join(seeds) + "\n"
+
+
+def report(labelled: list[str], out: Path) -> str:
+    """One table from several result directories: ``LABEL=DIR`` each (e.g. before=..., after=...)."""
+    summary, seeds = [SUMMARY_HEADER], [SEED_HEADER]
+    for item in labelled:
+        label, _, directory = item.partition("=")
+        for path in sorted(Path(directory).glob("*.json")):
+            record = json.loads(path.read_text())
+            summary += [summary_row(record, sampler, f" ({label})") for sampler in record["per_sampler"]]
+            seeds += seed_rows(record, f" ({label})")
+    text = EXPLANATION + "\n".join(summary) + "\n\n" + "\n".join(seeds) + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return text
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--algos", required=True, help="comma-separated algorithm names")
-    p.add_argument("--envs", required=True, help="comma-separated environment names")
+    p.add_argument("--algos", help="comma-separated algorithm names")
+    p.add_argument("--envs", help="comma-separated environment names")
     p.add_argument("--num-seeds", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-evals", type=int, default=12)
@@ -223,8 +254,15 @@ def main(argv=None) -> int:
     p.add_argument("--samplers", default=None, help="comma-separated; default: every sampler of the algorithm")
     p.add_argument("--preset", action="append", default=[], help="algo=name (repeatable)")
     p.add_argument("--set", action="append", default=[], help="key=value or algo:key=value (repeatable)")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="result directory (with --report: the table's path)")
+    p.add_argument("--report", nargs="+", metavar="LABEL=DIR",
+                   help="only write one table from earlier result directories, e.g. before=DIR after=DIR")
     args = p.parse_args(argv)
+    if args.report:
+        print(report(args.report, Path(args.out)))
+        return 0
+    if not args.algos or not args.envs:
+        p.error("--algos and --envs are required (unless --report)")
     args.samplers = tuple(args.samplers.split(",")) if args.samplers else None
     args.preset = dict(item.split("=", 1) for item in args.preset)
     overrides = {k: parse_value(v) for k, v in (item.split("=", 1) for item in args.set)}

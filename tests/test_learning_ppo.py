@@ -7,16 +7,22 @@ import pytest
 from diffrl.core.loop import make_train
 from diffrl.core.trainer import Trainer, seed_keys
 from diffrl.presets import resolve
+from multiseed import train_seeds
+
+
+PPO_PENDULUM_SEEDS = 8
 
 
 @pytest.mark.slow
 def test_ppo_swings_up_pendulum(tmp_path):
-    """gymnax Pendulum-v1: a random policy scores about -1200; swing-up and balance
-    scores better than -400. 200k env steps (about a minute on 2 cores)."""
-    config = resolve("ppo", "gymnax/Pendulum-v1", None).replace(
-        total_env_steps=200_000, num_evals=2, eval_envs=32, out=str(tmp_path), progress=False, tensorboard=False)
-    summary = Trainer(config).run()
-    assert summary["final"]["eval/episode_return"] > -400, summary["final"]
+    """gymnax Pendulum-v1, 8 seeds in one program, 200k env steps each: random actions score
+    -1238; measured final returns MEASURED. Median > -400 (840 above random) and no seed
+    below -800 (lost the swing-up)."""
+    curves = train_seeds(tmp_path, "ppo", "gymnax/Pendulum-v1", PPO_PENDULUM_SEEDS, total_env_steps=200_000,
+                         num_evals=2, eval_envs=32)
+    final = curves.final()
+    assert curves.median_final() > -400, final
+    assert np.sum(final < -800) == 0, final
 
 
 def test_vmapped_seeds_differ_and_reproduce():

@@ -132,7 +132,10 @@ class Trainer:
             prefix = "eval/" if i == 0 else f"eval/{sampler}/"
             for k, v in out.items():
                 row[prefix + k] = float(np.mean(v))
-            row[prefix + "seed_returns"] = [float(x) for x in out["episode_return"]]
+                # Per seed too: seeds are the unit of evidence (medians, collapsed seeds).
+                name = "seed_returns" if k == "episode_return" else f"seed_{k}"
+                if k in ("episode_return", "behaviour_entropy", "mode_reached"):
+                    row[prefix + name] = [float(x) for x in v]
         return row
 
     # -- main loop ---------------------------------------------------------------
