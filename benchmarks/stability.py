@@ -2,8 +2,12 @@
 
 Usage (the command behind ``benchmarks/results/stability/``):
 
-    python benchmarks/stability.py --algos trudi,reppo,amdp --envs gymnax/Pendulum-v1 \
-        --num-seeds 8 --num-evals 12 --out benchmarks/results/stability/pendulum
+    python benchmarks/stability.py --algos reppo,trudi,amdp --envs gymnax/Pendulum-v1 \
+        --num-seeds 8 --num-evals 24 --eval-envs 32 --out benchmarks/results/stability/pendulum_after
+    python benchmarks/stability.py --report before=benchmarks/results/stability/pendulum_before \
+        after=benchmarks/results/stability/pendulum_after --out benchmarks/results/stability/pendulum.md
+
+(``benchmarks/results/stability/README.md`` lists every command behind that directory.)
 
 Each (algo, env) pair trains ``--num-seeds`` seeds in ONE vmapped program with the pair's
 default preset (``--set key=value`` or ``--set algo:key=value`` overrides a field). Every

@@ -12,3 +12,43 @@ import jax  # noqa: E402
 _cache = Path(__file__).resolve().parent.parent / ".jax_cache"
 jax.config.update("jax_compilation_cache_dir", str(_cache))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 2.0)
+
+
+def worker_chunks(num_items: int, num_workers: int) -> list[int]:
+    """Sizes of the contiguous blocks that pytest-xdist's ``--dist worksteal`` first hands to each
+    worker: every worker in turn gets ``len(pending) // workers_left`` of the pending tests."""
+    sizes, left = [], num_items
+    for remaining in range(num_workers, 0, -1):
+        sizes.append(left // remaining)
+        left -= sizes[-1]
+    return sizes
+
+
+def pytest_collection_modifyitems(config, items):
+    """Start the longest tests first, one block per pytest-xdist worker.
+
+    ``make test`` runs 2 workers with ``--dist worksteal``: worker 1 first gets the first half of
+    the collection, worker 2 the second, and an idle worker later steals from the other's queue.
+    The CartpoleBalance learning tests (``@pytest.mark.heavy(seconds)``) take 4-13 min each; in
+    collection order they ran one after another on one worker at the end while the other was idle
+    (29:46 in all, 24 min of work per worker). Here they lead the workers' blocks, the longest
+    first to the least loaded block, and the short tests fill in around them.
+    """
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not heavy:
+        return
+    heavy.sort(key=lambda item: -item.get_closest_marker("heavy").args[0])
+    light = [item for item in items if not item.get_closest_marker("heavy")]
+    sizes = worker_chunks(len(items), max(workers, 1))
+    blocks: list[list] = [[] for _ in sizes]
+    loads = [0.0] * len(sizes)
+    for item in heavy:
+        open_blocks = [b for b in range(len(sizes)) if len(blocks[b]) < sizes[b]]
+        target = min(open_blocks, key=lambda b: loads[b])
+        blocks[target].append(item)
+        loads[target] += item.get_closest_marker("heavy").args[0]
+    for b, size in enumerate(sizes):
+        while len(blocks[b]) < size:
+            blocks[b].append(light.pop(0))
+    items[:] = [item for block in blocks for item in block]

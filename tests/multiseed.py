@@ -5,17 +5,37 @@ between XLA settings), so a single seed near a threshold is a coin flip. Every l
 trains K seeds in ONE vmapped program (``--num-seeds``), and asserts on the median of the
 final evaluation over seeds and on how many seeds collapsed, with thresholds taken from the
 measured seed distribution (``benchmarks/results/stability/`` and the runs each test cites).
+
+With ``DIFFRL_LEARNING_RECORD=DIR`` every call also writes its per-seed curves to
+``DIR/<test id>.json``: that is how the per-seed figures quoted in the tests are collected, and
+how two machines (or two XLA settings) are compared seed by seed.
 """
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from diffrl.core.trainer import Trainer
 from diffrl.presets import resolve
+
+
+LONG_TESTS = os.environ.get("DIFFRL_LONG_TESTS") == "1"
+
+
+def long_only(what: str):
+    """Mark a learning test that runs only with ``DIFFRL_LONG_TESTS=1``: ``what`` says what it costs.
+
+    The CI tier (``make test``) must stay under 30 minutes on 2 cores; it keeps one multi-seed
+    learning test per algorithm on the task ``make train`` runs (Playground CartpoleBalance). The
+    long tier adds the rest of the multi-seed evidence, whose committed runs are cited in each test.
+    """
+    return pytest.mark.skipif(not LONG_TESTS, reason=f"{what}; run with DIFFRL_LONG_TESTS=1")
 
 
 @dataclass
@@ -59,5 +79,22 @@ def train_seeds(out: Path, algo: str, env: str, num_seeds: int, samplers: tuple[
                 out_[name] = np.array([r[key] for r in rows], np.float64)
         return out_
 
-    return SeedCurves(np.array([r["env_steps"] for r in rows]), per_sampler("seed_returns"),
-                      per_sampler("seed_mode_reached"), per_sampler("seed_behaviour_entropy"))
+    curves = SeedCurves(np.array([r["env_steps"] for r in rows]), per_sampler("seed_returns"),
+                        per_sampler("seed_mode_reached"), per_sampler("seed_behaviour_entropy"))
+    record(curves, algo, env)
+    return curves
+
+
+def record(curves: SeedCurves, algo: str, env: str) -> None:
+    """Write ``curves`` under ``$DIFFRL_LEARNING_RECORD`` (if set), named by the running test."""
+    directory = os.environ.get("DIFFRL_LEARNING_RECORD")
+    if not directory:
+        return
+    test = os.environ.get("PYTEST_CURRENT_TEST", f"{algo}-{env}").split(" ")[0]
+    name = re.sub(r"[^A-Za-z0-9_.\[\]-]+", "_", f"{test}--{algo}--{env}")
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    data = {"test": test, "algo": algo, "env": env, "env_steps": curves.env_steps.tolist(),
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            **{field: {k: v.tolist() for k, v in getattr(curves, field).items()}
+               for field in ("returns", "mode_reached", "behaviour_entropy")}}
+    (Path(directory) / f"{name}.json").write_text(json.dumps(data))

@@ -9,7 +9,6 @@ between them, and 1 for one that reaches all optima equally often.
 The committed measurements behind the thresholds are in
 ``benchmarks/results/multimodality/`` (README.md there, and ``tests_calibration.txt``).
 """
-import os
 
 import jax
 import numpy as np
@@ -18,6 +17,7 @@ import pytest
 from diffrl.core.evaluate import make_evaluate
 from diffrl.core.trainer import Trainer
 from diffrl.presets import resolve
+from multiseed import long_only
 
 EPISODES = 128
 
@@ -48,6 +48,8 @@ def _median(result, sampler, key):
 
 
 @pytest.mark.slow
+@long_only("about 2 min of one core; CI keeps the one-dimensional bandit (tests/test_multimodality.py), the "
+           "5-seed runs are benchmarks/results/multimodality/grid")
 def test_trudi_takes_all_four_corners_where_reppo_hedges(tmp_path):
     """toy/CornerBandit (2-D action, four equal peaks at (+-0.5, +-0.5)), presets *-bandit (alpha
     fixed at 0.1, so the max-entropy optimum puts ~99 % of its mass on the four peaks, a quarter
@@ -92,9 +94,7 @@ def mirror_goals(tmp_path_factory):
             "reppo": _train_and_evaluate(tmp, "reppo", "toy/MirrorGoals", ("sample",), 4)}
 
 
-LONG = pytest.mark.skipif(os.environ.get("DIFFRL_LONG_TESTS") != "1",
-                          reason="about 4 min of 2 cores; run with DIFFRL_LONG_TESTS=1 (the committed runs are "
-                                 "benchmarks/results/multimodality/grid)")
+LONG = long_only("about 4 min of 2 cores (the committed runs are benchmarks/results/multimodality/grid)")
 
 
 @pytest.mark.slow

@@ -1,0 +1,65 @@
+"""benchmarks/stability.py on hand-made curves: worst drops, per-seed statistics, the tables."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import stability  # noqa: E402
+
+
+def plain_worst_drop(steps, values, total):
+    """The definition, as a loop: the largest (best so far - value) at steps >= 2/3 of total."""
+    best, worst = -np.inf, None
+    for step, value in zip(steps, values):
+        best = max(best, value)
+        if step >= 2 * total / 3:
+            worst = max(worst if worst is not None else -np.inf, best - value)
+    return float("nan") if worst is None else worst
+
+
+def test_worst_drop_only_counts_the_last_third_against_the_best_so_far():
+    steps = np.arange(7) * 10  # total 60: evaluations at 40, 50, 60 are the last third
+    values = np.array([0.0, 0.9, 0.1, 0.5, 0.8, 0.6, 0.85])
+    # The early fall 0.9 -> 0.1 is outside the last third; inside it the best so far is 0.9.
+    assert np.isclose(stability.worst_drop(steps, values, 60), 0.3)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        v = rng.uniform(size=9)
+        assert np.isclose(stability.worst_drop(np.arange(9), v, 8), plain_worst_drop(np.arange(9), v, 8))
+    assert np.isnan(stability.worst_drop(np.arange(3), np.ones(3), 100))  # no evaluation in the last third
+
+
+def test_seed_statistics_normalise_between_random_and_maximum():
+    steps = np.array([0, 50, 100])
+    returns = np.array([[-1000.0, -800.0], [-200.0, -300.0], [-600.0, -250.0]])  # (E, seeds)
+    stats = stability.seed_statistics(steps, returns, low=-1000.0, high=0.0, total_steps=100)
+    assert [s["seed"] for s in stats] == [0, 1]
+    assert np.isclose(stats[0]["best"], 0.8) and np.isclose(stats[0]["final"], 0.4)
+    assert np.isclose(stats[0]["worst_drop"], 0.4)  # 0.8 -> 0.4 at the last evaluation
+    assert np.isclose(stats[1]["worst_drop"], 0.0)  # still improving
+    assert stats[1]["final_raw"] == -250.0 and stats[1]["best_raw"] == -250.0
+
+
+def _record(algo, finals, drops):
+    seeds = [{"seed": i, "best": f + d, "final": f, "worst_drop": d, "best_raw": 0.0, "final_raw": 0.0}
+             for i, (f, d) in enumerate(zip(finals, drops))]
+    return {"algo": algo, "env": "gymnax/Pendulum-v1", "samplers": ["sde"],
+            "per_sampler": {"sde": {"returns": [], "seeds": seeds}}}
+
+
+def test_report_counts_dropping_seeds_and_gives_medians_with_intervals(tmp_path):
+    for label, drops in (("before", [0.5, 0.3, 0.1, 0.0, 0.25]), ("after", [0.1, 0.0, 0.05, 0.2, 0.0])):
+        (tmp_path / label).mkdir()
+        record = _record("trudi", [0.8, 0.7, 0.9, 0.85, 0.6], drops)
+        (tmp_path / label / "gymnax_Pendulum-v1--trudi.json").write_text(json.dumps(record))
+    text = stability.report([f"before={tmp_path / 'before'}", f"after={tmp_path / 'after'}"], tmp_path / "t.md")
+    assert (tmp_path / "t.md").read_text() == text
+    rows = {line.split("|")[2].strip(): line for line in text.splitlines() if line.startswith("| Pendulum-v1 | trudi (")
+            and line.endswith("/5 |")}  # the summary rows (the per-seed rows follow them)
+    assert rows["trudi (before)"].endswith("| 0.500 | 3/5 |")  # 0.5, 0.3 and 0.25 exceed 0.2
+    assert rows["trudi (after)"].endswith("| 0.200 | 0/5 |")  # 0.2 itself is not a drop above 0.2
+    assert "| 0.800 [" in rows["trudi (after)"]  # the median final of 0.8, 0.7, 0.9, 0.85, 0.6
+    assert sum(line.startswith("| Pendulum-v1 | trudi (before) | sde |") for line in text.splitlines()) == 6
