@@ -25,14 +25,16 @@ def worker_chunks(num_items: int, num_workers: int) -> list[int]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Start the longest tests first, one block per pytest-xdist worker.
+    """Start the longest tests first, one block per pytest-xdist worker (longest-processing-time first).
 
     ``make test`` runs 2 workers with ``--dist worksteal``: worker 1 first gets the first half of
-    the collection, worker 2 the second, and an idle worker later steals from the other's queue.
-    The CartpoleBalance learning tests (``@pytest.mark.heavy(seconds)``) take 4-13 min each; in
-    collection order they ran one after another on one worker at the end while the other was idle
-    (29:46 in all, 24 min of work per worker). Here they lead the workers' blocks, the longest
-    first to the least loaded block, and the short tests fill in around them.
+    the collection, worker 2 the second, and an idle worker later steals from the end of the
+    other's queue. Tests marked ``@pytest.mark.heavy(seconds)`` (the CartpoleBalance learning tests,
+    4-13 min each, and the light tests that take about a minute with a cold compile cache, as in
+    CI) lead the workers' blocks, the longest first to the least loaded block, and the short tests
+    fill in around them. In collection order the CartpoleBalance tests ran one after another on one
+    worker at the end while the other was idle (29:46 in all, 24 min of work per worker); a
+    minute-long test at the end of a queue leaves the other worker idle for that long.
     """
     heavy = [item for item in items if item.get_closest_marker("heavy")]
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))

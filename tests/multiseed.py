@@ -29,7 +29,7 @@ LONG_TESTS = os.environ.get("DIFFRL_LONG_TESTS") == "1"
 
 
 def long_only(what: str):
-    """Mark a learning test that runs only with ``DIFFRL_LONG_TESTS=1``: ``what`` says what it costs.
+    """Mark a test that runs only with ``DIFFRL_LONG_TESTS=1``: ``what`` says what it costs.
 
     The CI tier (``make test``) must stay under 30 minutes on 2 cores; it keeps one multi-seed
     learning test per algorithm on the task ``make train`` runs (Playground CartpoleBalance). The

@@ -14,6 +14,7 @@ PPO_PENDULUM_SEEDS = 8
 
 
 @pytest.mark.slow
+@pytest.mark.heavy(58)
 def test_ppo_swings_up_pendulum(tmp_path):
     """gymnax Pendulum-v1, 8 seeds in one program, 200k env steps each: random actions score
     -1238; measured final returns -128 -160 -192 -152 -147 -155 -161 -145 (median -153).
