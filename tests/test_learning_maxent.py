@@ -72,8 +72,9 @@ def test_learns_playground_cartpole_balance(tmp_path, algo):
     most CARTPOLE_MAX_COLLAPSED seeds ended below the random policy.
 
     Margins: TruDi's and AMDP's 700 is 343 above random and 277 and 294 below the measured 8-seed
-    medians (977 and 994); PPO's 800 and REPPO's 950 are 134 and 284 above the best initial seed. The 8-seed stability of REPPO, TruDi and AMDP over 245,760 steps is the long
-    test below and benchmarks/results/stability.
+    medians (977 and 994); PPO's 800 and REPPO's 950 are 134 and 284 above the best initial seed.
+    The 8-seed stability of REPPO, TruDi and AMDP over 245,760 steps is the long test below and
+    benchmarks/results/stability.
     """
     curves = train_seeds(tmp_path, algo, "playground/CartpoleBalance", CARTPOLE_SEEDS,
                          total_env_steps=CARTPOLE_STEPS[algo], num_evals=1, eval_envs=16)
@@ -93,7 +94,6 @@ def test_learns_playground_cartpole_balance(tmp_path, algo):
 #   amdp (sde):   -177 -253 -138 -140 -132 -140 -178 -152   median -146
 # Before the fix one TruDi seed in a single-seed test ended at -1044, and 3-7 of 8 seeds of
 # each algorithm fell by more than 0.2 of the random-to-maximum range in the last third.
-PENDULUM_RANDOM_RETURN = -1238.0  # uniform actions, 256 episodes (benchmarks/stability.py)
 PENDULUM_SEEDS = 8
 
 
