@@ -203,7 +203,6 @@ def test_dual_trust_region_drives_lambda_to_keep_drift_change_at_bound():
     batch = dict(obs=jnp.zeros((b, 1)), score=jnp.full((b, 1), 1.0), t=t, x_t=jnp.zeros((b, 1)), alpha=alpha, ref=REF)
     old = jnp.zeros(2)
     sigma = float(REF.sigma(0.4))
-    weight = alpha**2 / sigma
     gap = 0.5 * (sigma * 1.0 / alpha) ** 2
     # lambda is relative to the mean matching weight (here every sample has weight w)
     lam_star = math.sqrt(gap / eps) - 1.0

@@ -1,18 +1,14 @@
 """benchmarks/aggregate.py on hand-made records: statistics against direct computations, outputs."""
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import aggregate
+from suite_records import SCHEMA, record_name
 
-import aggregate  # noqa: E402
-from suite_records import SCHEMA, record_name  # noqa: E402
-
-from diffrl.stats import iqm  # noqa: E402
+from diffrl.stats import iqm
 
 TASKS = ("playground/CartpoleSwingup", "playground/PendulumSwingup", "playground/CheetahRun")
 

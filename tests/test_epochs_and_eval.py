@@ -1,12 +1,15 @@
-"""The shared SGD driver, best-of-K selection and the behaviour-entropy metric."""
+"""The shared SGD driver, the critic's optimizer, best-of-K selection and the behaviour-entropy metric."""
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+import pytest
 
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
-from diffrl.algos.soft_critic import best_of_k
+from diffrl.algos.reppo_config import REPPOConfig
+from diffrl.algos.soft_critic import best_of_k, critic_optimizer
 from diffrl.core.evaluate import behaviour_entropy
 
 
@@ -51,3 +54,26 @@ def test_behaviour_entropy_extremes_and_value():
     # invalid episodes are ignored
     np.testing.assert_allclose(
         behaviour_entropy(jnp.array([0, 1, 1]), 2, valid=jnp.array([True, True, False])), 1.0, rtol=1e-6)
+
+
+def test_critic_optimizer_is_adam_or_decoupled_weight_decay():
+    """critic_weight_decay = 0 is the reference's clipped Adam (same state, same steps); > 0 adds
+    lr * wd * params to Adam's step (AdamW): with zero gradients Adam's step is 0, so the
+    parameters shrink by exactly (1 - lr * wd) per step."""
+    params = {"w": jnp.array([1.0, -2.0, 4.0])}
+    grads = {"w": jnp.array([0.3, -0.1, 0.2])}
+    plain = critic_optimizer(REPPOConfig(critic_lr=1e-2))
+    adam = optax.chain(optax.clip_by_global_norm(0.5), optax.adam(1e-2))
+    u_plain, _ = plain.update(grads, plain.init(params), params)
+    u_adam, _ = adam.update(grads, adam.init(params), params)
+    np.testing.assert_array_equal(u_plain["w"], u_adam["w"])
+
+    decayed = critic_optimizer(REPPOConfig(critic_lr=1e-2, critic_weight_decay=0.1))
+    state, p = decayed.init(params), params
+    for _ in range(3):
+        updates, state = decayed.update(jax.tree.map(jnp.zeros_like, grads), state, p)
+        p = optax.apply_updates(p, updates)
+    np.testing.assert_allclose(p["w"], params["w"] * (1 - 1e-2 * 0.1) ** 3, rtol=1e-6)
+
+    with pytest.raises(ValueError, match="critic-weight-decay"):
+        REPPOConfig(critic_weight_decay=-0.1).validate()

@@ -13,18 +13,13 @@ policies' initial mean action (about 0) scores 550-670, the diffusion policies' 
 score -1238; the reward is at most 0, and a policy that swings the pendulum up and holds it
 scores about -120 to -250 from random starts.
 """
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from multiseed import long_only, train_seeds
-
-# The worst-drop statistic of the stability benchmark, itself tested against hand-made curves
+# benchmarks/stability.py's worst-drop statistic, itself tested against hand-made curves
 # (tests/test_stability_bench.py), so this test and the committed tables measure the same thing.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import stability  # noqa: E402
+import stability
+from multiseed import long_only, train_seeds
 
 CARTPOLE_RANDOM_RETURN = 357.0  # uniform actions, 256 episodes (benchmarks/stability.py)
 CARTPOLE_SEEDS = 4

@@ -1,11 +1,10 @@
 """PPO learns within a fixed CPU budget; vmapped seeds differ and are reproducible."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from diffrl.core.loop import make_train
-from diffrl.core.trainer import Trainer, seed_keys
+from diffrl.core.trainer import seed_keys
 from diffrl.presets import resolve
 from multiseed import train_seeds
 

@@ -1,12 +1,7 @@
 """benchmarks/multimodality.py on hand-made records: per-seed values, medians with intervals, the table."""
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-import multimodality  # noqa: E402
+import multimodality
 
 
 def test_seed_values_leave_out_entropy_of_seeds_that_reached_nothing():

@@ -1,7 +1,6 @@
 """Runs people can keep: interrupt + resume equals uninterrupted, bit for bit."""
 import json
 
-import numpy as np
 import pytest
 
 from diffrl.checkpoint import latest_valid_checkpoint

@@ -1,13 +1,9 @@
 """benchmarks/stability.py on hand-made curves: worst drops, per-seed statistics, the tables."""
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-import stability  # noqa: E402
+import stability
 
 
 def plain_worst_drop(steps, values, total):

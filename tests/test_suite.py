@@ -1,16 +1,12 @@
 """benchmarks/suite.py end to end on a toy task: records, resumption, plans of both modes."""
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-import suite  # noqa: E402
-from suite_records import SCHEMA, read_records, record_path  # noqa: E402
-from suite_settings import PAPER_DMC_TASKS  # noqa: E402
+import suite
+from suite_records import SCHEMA, read_records, record_path
+from suite_settings import PAPER_DMC_TASKS
 
 TOY = ["--algos", "ppo", "--tasks", "toy/MirrorGoals", "--seeds", "2", "--total-env-steps", "4096",
        "--num-evals", "2", "--eval-envs", "4"]

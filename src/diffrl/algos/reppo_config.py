@@ -19,6 +19,10 @@ class REPPOConfig:
     """Adam step size of the actor (and of the dual variables log alpha, log beta)."""
     critic_lr: float = 3e-4
     """Adam step size of the critic."""
+    critic_weight_decay: float = 0.0
+    """Decoupled weight decay of the critic's optimizer (AdamW; 0 = plain Adam, the reference).
+    Keeps the critic's representation from drifting on low-variety data late in training
+    (benchmarks/results/stability/README.md)."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clip (actor and critic separately)."""
     num_epochs: int = 4
@@ -47,6 +51,8 @@ class REPPOConfig:
         for name in ("actor_lr", "critic_lr", "max_grad_norm", "kl_bound", "kl_start", "ent_start"):
             if not getattr(self, name) > 0:
                 problems.append(f"--reppo.{name.replace('_', '-')} must be positive (got {getattr(self, name)})")
+        if not 0 <= self.critic_weight_decay < 1:
+            problems.append(f"--reppo.critic-weight-decay must be in [0, 1) (got {self.critic_weight_decay})")
         if not 0 < self.gamma <= 1:
             problems.append(f"--reppo.gamma must be in (0, 1] (got {self.gamma})")
         if not 0 <= self.td_lambda <= 1:

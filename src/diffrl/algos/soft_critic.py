@@ -92,6 +92,15 @@ def best_of_k(sample_fn, q_fn, obs: jax.Array, critic_obs: jax.Array, key: jax.A
     return jnp.take_along_axis(actions, best[None, ..., None], axis=0)[0]
 
 
+def critic_optimizer(c) -> optax.GradientTransformation:
+    """The critic's optimizer from a REPPOConfig ``c``: global-norm clip, then Adam, or AdamW
+    (decoupled weight decay, Loshchilov & Hutter 2019) when ``c.critic_weight_decay > 0``."""
+    clip = optax.clip_by_global_norm(c.max_grad_norm)
+    if c.critic_weight_decay > 0:
+        return optax.chain(clip, optax.adamw(c.critic_lr, weight_decay=c.critic_weight_decay))
+    return optax.chain(clip, optax.adam(c.critic_lr))
+
+
 class SoftActorCritic:
     """What REPPO, TruDi and AMDP share besides the losses: acting with the policy, the
     learned Q, and evaluation samplers (the policy's own plus best-of-K by Q).

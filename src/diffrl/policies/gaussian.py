@@ -14,7 +14,7 @@ on the pre-squash samples u directly (no atanh of clipped actions needed).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import flax.linen as nn
 import jax
