@@ -9,21 +9,40 @@ measured seed distribution (``benchmarks/results/stability/`` and the runs each 
 With ``DIFFRL_LEARNING_RECORD=DIR`` every call also writes its per-seed curves to
 ``DIR/<test id>.json``: that is how the per-seed figures quoted in the tests are collected, and
 how two machines (or two XLA settings) are compared seed by seed.
+
+The training runs in a child process with the caller's own ``XLA_FLAGS``
+(:data:`USER_XLA_FLAGS`): the pytest process compiles at a lower XLA optimisation level
+(tests/conftest.py), which would change the code the thresholds were measured with.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+USER_XLA_FLAGS_VAR = "DIFFRL_TEST_USER_XLA_FLAGS"
+USER_XLA_FLAGS = os.environ.get(USER_XLA_FLAGS_VAR, os.environ.get("XLA_FLAGS", ""))
+"""The XLA_FLAGS the test run was started with, before tests/conftest.py lowered the
+optimisation level of the pytest processes (learning runs use these)."""
+
+# What the child process runs: the default preset plus the test's changes, as `diffrl train` would.
+_RUNNER = """
+import json, sys
 from diffrl.core.trainer import Trainer
 from diffrl.presets import resolve
-
+spec = json.loads(sys.argv[1])
+changes = {k: tuple(v) if isinstance(v, list) else v for k, v in spec["changes"].items()}
+trainer = Trainer(resolve(spec["algo"], spec["env"], None).replace(**changes))
+trainer.run()
+print(json.dumps(list(trainer.samplers)))
+"""
 
 LONG_TESTS = os.environ.get("DIFFRL_LONG_TESTS") == "1"
 
@@ -61,13 +80,18 @@ class SeedCurves:
 
 def train_seeds(out: Path, algo: str, env: str, num_seeds: int, samplers: tuple[str, ...] = (),
                 **changes) -> SeedCurves:
-    """Train ``num_seeds`` seeds of ``algo`` on ``env`` (its default preset plus ``changes``)."""
-    config = resolve(algo, env, None).replace(
-        out=str(out), progress=False, tensorboard=False, checkpoint_every=0, num_seeds=num_seeds,
-        eval_samplers=tuple(samplers), **changes)
-    trainer = Trainer(config)
-    trainer.run()
-    names = trainer.samplers
+    """Train ``num_seeds`` seeds of ``algo`` on ``env`` (its default preset plus ``changes``) in a
+    child process with :data:`USER_XLA_FLAGS`."""
+    changes = dict(out=str(out), progress=False, tensorboard=False, checkpoint_every=0, num_seeds=num_seeds,
+                   eval_samplers=list(samplers), **changes)
+    spec = json.dumps({"algo": algo, "env": env, "changes": changes})
+    child_env = {**os.environ, "XLA_FLAGS": USER_XLA_FLAGS}
+    cache = os.environ.get("DIFFRL_TEST_COMPILATION_CACHE")
+    if cache:  # the test session's persistent compilation cache (tests/conftest.py)
+        child_env.update(JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="2")
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, spec], env=child_env, capture_output=True, text=True)
+    assert proc.returncode == 0, f"training {algo} on {env} failed:\n{proc.stderr[-4000:]}"
+    names = json.loads(proc.stdout.strip().splitlines()[-1])
     rows = [json.loads(line) for line in (Path(out) / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "eval/seed_returns" in r]
 
@@ -94,7 +118,7 @@ def record(curves: SeedCurves, algo: str, env: str) -> None:
     name = re.sub(r"[^A-Za-z0-9_.\[\]-]+", "_", f"{test}--{algo}--{env}")
     Path(directory).mkdir(parents=True, exist_ok=True)
     data = {"test": test, "algo": algo, "env": env, "env_steps": curves.env_steps.tolist(),
-            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "xla_flags": USER_XLA_FLAGS,
             **{field: {k: v.tolist() for k, v in getattr(curves, field).items()}
                for field in ("returns", "mode_reached", "behaviour_entropy")}}
     (Path(directory) / f"{name}.json").write_text(json.dumps(data))

@@ -6,14 +6,15 @@ import pytest
 from diffrl.core.loop import make_train
 from diffrl.core.trainer import seed_keys
 from diffrl.presets import resolve
-from multiseed import train_seeds
+from multiseed import long_only, train_seeds
 
 
 PPO_PENDULUM_SEEDS = 8
 
 
 @pytest.mark.slow
-@pytest.mark.heavy(58)
+@long_only("8 seeds x 200k steps, about a minute of one core; CI learns CartpoleBalance with PPO "
+           "(tests/test_learning_maxent.py), as it does with REPPO, TruDi and AMDP, whose Pendulum tests are long too")
 def test_ppo_swings_up_pendulum(tmp_path):
     """gymnax Pendulum-v1, 8 seeds in one program, 200k env steps each: random actions score
     -1238; measured final returns -128 -160 -192 -152 -147 -155 -161 -145 (median -153).

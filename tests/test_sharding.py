@@ -61,7 +61,8 @@ RUN = textwrap.dedent("""
 
 def run_python(code: str, env_extra: dict | None = None, timeout: int = 300) -> str:
     env = {**os.environ, "PYTHONPATH": SRC, "JAX_PLATFORMS": "cpu",
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=2", **(env_extra or {})}
+           "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip(),
+           **(env_extra or {})}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
@@ -187,7 +188,7 @@ def test_two_processes_match_one_process(tmp_path):
     single = common + textwrap.dedent(f"""
         Trainer(cfg(out={str(tmp_path / 'one')!r}, num_devices=1)).run()
     """)
-    env = {**os.environ, "PYTHONPATH": SRC, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+    env = {**os.environ, "PYTHONPATH": SRC, "JAX_PLATFORMS": "cpu"}  # one device per process
     procs = [subprocess.Popen([sys.executable, "-c", dist, str(i)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]

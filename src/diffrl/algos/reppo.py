@@ -119,6 +119,9 @@ class REPPO(SoftActorCritic):
                 actor_vars, old_params, critic_params, mb, key_step)
             updates, actor_opt = self.actor_optimizer.update(grads, actor_opt, actor_vars)
             actor_vars = optax.apply_updates(actor_vars, updates)
+            if c.kl_min > 0:
+                params, log_alpha, log_beta = actor_vars
+                actor_vars = (params, log_alpha, jnp.maximum(log_beta, math.log(c.kl_min)))
             actor_metrics["actor/grad_norm"] = optax.global_norm(grads[0])
             return (actor_vars, critic_params, actor_opt, critic_opt), {**critic_metrics, **actor_metrics}
 

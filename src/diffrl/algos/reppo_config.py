@@ -33,6 +33,11 @@ class REPPOConfig:
     """Trust-region radius eps on the per-state KL(old || new)."""
     kl_start: float = 0.01
     """Initial KL multiplier beta."""
+    kl_min: float = 0.0
+    """Floor of the KL multiplier beta (0 = none, as in the reference). Adam moves log beta at a
+    nearly constant rate whatever the size of the violation, so after a long stretch with the KL
+    under its bound beta sinks by orders of magnitude, and it takes as long to come back when the
+    policy starts to move (benchmarks/results/stability/README.md)."""
     ent_start: float = 0.01
     """Initial temperature alpha."""
     target_entropy_mult: float = 0.5
@@ -51,6 +56,8 @@ class REPPOConfig:
         for name in ("actor_lr", "critic_lr", "max_grad_norm", "kl_bound", "kl_start", "ent_start"):
             if not getattr(self, name) > 0:
                 problems.append(f"--reppo.{name.replace('_', '-')} must be positive (got {getattr(self, name)})")
+        if not 0 <= self.kl_min:
+            problems.append(f"--reppo.kl-min must be >= 0 (got {self.kl_min})")
         if not 0 <= self.critic_weight_decay < 1:
             problems.append(f"--reppo.critic-weight-decay must be in [0, 1) (got {self.critic_weight_decay})")
         if not 0 < self.gamma <= 1:
