@@ -148,6 +148,16 @@ _REPPO_CPU = {
     "critic.vmin": 0.0, "critic.vmax": 150.0, "critic.hidden": 256, "critic.norm": "rms",
     "gaussian.hidden": (256, 256), "gaussian.norm": "rms", "num_evals": 10,
     **_SMALL_BATCH_STABILITY,
+    # A floor of 0.1 under the KL multiplier. After a long stretch of balancing with the KL far under
+    # its bound, Adam's near-constant steps on log beta had taken beta from 1 down to 0.001-0.007 by
+    # the last third of training, and single updates then moved the policy by KL 0.37-0.84 (4-8x the
+    # bound), the start of every late collapse. With the floor no update in the last third exceeded
+    # KL 0.18 and no seed fell after 164k steps (CartpoleBalance, 8 seeds, 245,760 steps: seeds
+    # dropping > 0.2, largest drop: REPPO 2/8, 1.09 -> 1/8, 0.70; TruDi 1/8, 0.64 -> 1/8, 0.50; the one
+    # left in each fell at ~130k through ~10 updates that each kept to the bound while the critic's
+    # error grew; benchmarks/results/stability/README.md). Before beta reaches 0.1 (~100k steps) the
+    # floor changes nothing.
+    "reppo.kl_min": 0.1,
 }
 
 PRESETS.update({
