@@ -38,6 +38,8 @@ def folded_tv(actions, p_bins, edges):
 
 # (squash, TV bound, spread bound): measured 0.37 / 0.047 (tanh) and 0.13 / 0.018 (erf); the
 # bounds leave ~0.05 TV (sampling error of TV with 10k samples in 20 bins is ~0.02) and ~25 %.
+# 1500 Adam steps each: compute-bound, about 45 s at the test processes' XLA level 0 (conftest.py)
+@pytest.mark.heavy(45)
 @pytest.mark.parametrize("squash,max_tv,max_spread", [("tanh", 0.45, 0.06), ("erf", 0.2, 0.025)])
 def test_pathwise_max_entropy_objective_moves_diffusion_policy_toward_boltzmann_q(squash, max_tv, max_spread):
     config = DiffusionPolicyConfig(num_steps=8, hidden=(64, 64), squash=squash)
