@@ -150,7 +150,7 @@ _REPPO_CPU = {
     **_SMALL_BATCH_STABILITY,
     # A floor of 0.1 under the KL multiplier. After a long stretch of balancing with the KL far under
     # its bound, Adam's near-constant steps on log beta had taken beta from 1 down to 0.001-0.007 by
-    # the last third of training, and single updates then moved the policy by KL 0.37-0.84 (4-8x the
+    # the last third of training, and single updates then moved the policy by KL 0.28-0.84 (3-8x the
     # bound), the start of every late collapse. With the floor no update in the last third exceeded
     # KL 0.18 and no seed fell after 164k steps (CartpoleBalance, 8 seeds, 245,760 steps: seeds
     # dropping > 0.2, largest drop: REPPO 2/8, 1.09 -> 1/8, 0.70; TruDi 1/8, 0.64 -> 1/8, 0.50; the one
