@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pytest
 
+from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.core.loop import make_train
 from diffrl.core.trainer import seed_keys
 from diffrl.presets import resolve
@@ -16,7 +17,7 @@ from diffrl.presets import resolve
 def beta_after_training(kl_min: float):
     config = resolve("reppo", "gymnax/Pendulum-v1", None).replace(
         total_env_steps=2 * 512, num_envs=16, num_steps=32, num_evals=1, eval_envs=2)
-    config = config.replace(reppo=config.reppo.__class__(**{
+    config = config.replace(reppo=REPPOConfig(**{
         **config.reppo.__dict__, "num_minibatches": 4, "num_epochs": 2, "kl_bound": 100.0,
         "kl_start": 0.5, "kl_min": kl_min}))
     state, metrics = jax.jit(make_train(config))(seed_keys(0, 1)[0])
@@ -33,7 +34,5 @@ def test_kl_multiplier_floor_holds_beta_at_every_step():
 
 
 def test_negative_floor_is_refused():
-    from diffrl.algos.reppo_config import REPPOConfig
-
     with pytest.raises(ValueError, match="kl-min"):
         REPPOConfig(kl_min=-0.1).validate()
