@@ -176,3 +176,20 @@ def test_run_directory_from_before_the_rename_loads_with_the_new_names(tmp_path)
             config = load_run_config(run)
         assert config.eval_samplers == loaded and config.diffusion.noise_free_coef == 0.25
         assert any("are now called" in str(w.message) for w in warned) == (algo == "trudi")
+
+
+def test_amdp_run_directory_with_reppo_kl_settings_loads_them_reset(tmp_path):
+    """Older amdp-* presets carried REPPO's KL settings, which AMDP never read and now refuses:
+    such a run directory still loads (and resumes), with those settings back at their defaults."""
+    import dataclasses
+
+    from diffrl.algos.reppo_config import REPPOConfig
+    from diffrl.config import TrainConfig
+    from diffrl.core.run_dir import load_run_config, write_run_record
+
+    stored = TrainConfig(algo="amdp", reppo=REPPOConfig(kl_start=1.0, kl_min=0.1, critic_lr=2e-3))
+    write_run_record(tmp_path, stored)
+    with pytest.warns(UserWarning, match="reppo.kl_start, reppo.kl_min were never read by amdp"):
+        config = load_run_config(tmp_path)
+    assert config.reppo == dataclasses.replace(REPPOConfig(), critic_lr=2e-3)
+    config.validate()

@@ -94,3 +94,33 @@ def test_env_overrides_are_parsed_and_validated():
     message = str(err.value)
     assert "'novalue' is not KEY=VALUE" in message and "'=1' is not KEY=VALUE" in message
     assert "playground/* tasks only" in message
+
+
+@pytest.mark.parametrize("field, value, hint", [
+    ("kl_bound", 0.05, "--adjoint.kl-bound"),
+    ("kl_start", 1.0, "--adjoint.lambda-init"),
+    ("kl_min", 0.1, "--adjoint.trust-region"),
+    ("target_entropy_mult", -0.5, "--adjoint.entropy-target-mult"),
+    ("actor_loss_mode", "full", "--adjoint.trust-region"),
+])
+def test_amdp_refuses_reppo_settings_it_does_not_read(field, value, hint):
+    """AMDP shares config.reppo with REPPO but has no KL multiplier or actor-loss rule of its own
+    kind: a changed --reppo.<that> would do nothing, so it is refused, naming AMDP's counterpart."""
+    import dataclasses
+
+    from diffrl.algos.reppo_config import REPPOConfig
+
+    reppo = dataclasses.replace(REPPOConfig(), **{field: value})
+    flag = "--reppo." + field.replace("_", "-")
+    with pytest.raises(ConfigError, match=f"{flag} .* is not used by amdp: .*{hint}"):
+        TrainConfig(algo="amdp", reppo=reppo).validate()
+    for algo in ("reppo", "trudi", "amdp-backprop"):  # they read it
+        TrainConfig(algo=algo, reppo=reppo).validate()
+
+
+def test_amdp_presets_carry_no_reppo_kl_settings():
+    from diffrl.algos import UNUSED_SETTINGS
+
+    for name, preset in PRESETS.items():
+        if preset.get("algo") == "amdp":
+            assert not set(preset) & set(UNUSED_SETTINGS["amdp"]), name

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from diffrl.algos import unused_setting_errors
 from diffrl.algos.ppo_config import PPOConfig
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
@@ -245,6 +246,7 @@ class TrainConfig:
                 errors.extend(self.ppo.batch_errors(self.batch_size))
             elif self.algo in ("reppo", "trudi", "amdp", "amdp-backprop"):
                 errors.extend(self.reppo.batch_errors(self.batch_size))
+        errors.extend(unused_setting_errors(self))
         errors.extend(self._device_errors())
         if errors:
             raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(errors))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from diffrl.algos import UNUSED_SETTINGS
 from diffrl.config import ConfigError, TrainConfig
 
 _PPO_DMC_NETS = {"gaussian.hidden": (32, 32, 32, 32), "gaussian.norm": "none",
@@ -241,7 +242,8 @@ def _diffusion_variant(family: str, base: dict[str, Any], cpu: bool) -> dict[str
         out["diffusion.kl_samples"] = 1
     if family == "trudi" and base.get("critic.vmax") == 150.0:
         out.update({"critic.vmin": -100.0, "critic.vmax": 200.0, "critic.num_bins": 301})
-    return out
+    # REPPO's KL-dual settings do not exist in the algorithm (refused if set: algos.UNUSED_SETTINGS).
+    return {k: v for k, v in out.items() if k not in UNUSED_SETTINGS.get(family, {})}
 
 
 for _family in _DIFFUSION_FAMILIES:

@@ -50,6 +50,52 @@ ALGORITHMS: dict[str, Callable] = {
 }
 
 
+# Settings of a shared config section that an algorithm does not read, refused when changed
+# from their defaults (a flag that does nothing must not be accepted silently). AMDP shares
+# REPPO's critic, temperature and SGD settings but has its own trust region on the drift
+# (--adjoint.kl-bound, --adjoint.trust-region) and its own entropy target
+# (--adjoint.entropy-target-mult): REPPO's KL multiplier and actor-loss rule do not exist there.
+UNUSED_SETTINGS: dict[str, dict[str, str]] = {
+    "amdp": {
+        "reppo.kl_bound": "its trust-region radius is --adjoint.kl-bound",
+        "reppo.kl_start": "its trust-region multiplier starts at --adjoint.lambda-init",
+        "reppo.kl_min": "its trust-region multiplier is chosen by --adjoint.trust-region",
+        "reppo.target_entropy_mult": "its entropy target is --adjoint.entropy-target-mult",
+        "reppo.actor_loss_mode": "its trust-region rule is --adjoint.trust-region",
+    },
+}
+
+
+def unused_setting_errors(config) -> list[str]:
+    """Errors for every setting in :data:`UNUSED_SETTINGS` of ``config.algo`` that differs from
+    its default, each naming what the algorithm reads instead."""
+    errors = []
+    for dotted, instead in UNUSED_SETTINGS.get(config.algo, {}).items():
+        section, name = dotted.split(".")
+        value = getattr(getattr(config, section), name)
+        if value != getattr(type(getattr(config, section))(), name):
+            flag = "--" + dotted.replace("_", "-")
+            errors.append(f"{flag} ({value!r}) is not used by {config.algo}: {instead}")
+    return errors
+
+
+def without_unused_settings(config):
+    """(config with every :data:`UNUSED_SETTINGS` entry of its algorithm back at its default,
+    the dotted names that were changed). For run directories written before these settings were
+    refused (older AMDP presets carried REPPO's KL settings, which AMDP never read)."""
+    import dataclasses
+
+    changed = []
+    for dotted in UNUSED_SETTINGS.get(config.algo, {}):
+        section, name = dotted.split(".")
+        sub = getattr(config, section)
+        default = getattr(type(sub)(), name)
+        if getattr(sub, name) != default:
+            config = dataclasses.replace(config, **{section: dataclasses.replace(sub, **{name: default})})
+            changed.append(dotted)
+    return config, changed
+
+
 def close_matches(name: str) -> str:
     near = difflib.get_close_matches(name, list(ALGORITHMS), n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(near)}? " if near else ""

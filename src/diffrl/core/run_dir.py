@@ -80,6 +80,7 @@ def load_run_config(run_dir: str | Path):
     mapped to the new names with a warning: the computation is the same, and a resumed run logs
     them under the new names from then on.
     """
+    from diffrl.algos import without_unused_settings
     from diffrl.config import RENAMED_EVAL_SAMPLERS, TrainConfig
     from diffrl.export import config_from_json
 
@@ -87,6 +88,10 @@ def load_run_config(run_dir: str | Path):
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a diffrl run directory (no config.json)")
     config = config_from_json(TrainConfig, json.loads(path.read_text())["config"])
+    config, unused = without_unused_settings(config)
+    if unused:
+        warnings.warn(f"{run_dir}: stored settings {', '.join(unused)} were never read by {config.algo}; "
+                      "they are reset to their defaults (the run is unchanged)", stacklevel=2)
     renamed = RENAMED_EVAL_SAMPLERS.get(config.algo, {})
     if any(s in renamed for s in config.eval_samplers):
         samplers = tuple(renamed.get(s, s) for s in config.eval_samplers)
