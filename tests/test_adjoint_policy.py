@@ -158,3 +158,32 @@ def test_reciprocal_adjoint_matching_converges_to_max_ent_policy():
     # KL(P^u || P^ref) = KL(pi_x || p_1^ref)); a wrong factor in C (e.g. sigma_t^2) would not be.
     h_star = -np.sum(p_bins * np.log(np.maximum(p_bins, 1e-300) / np.diff(edges)))
     assert h_star - 0.15 < float(entropy_bounds[-1]) < h_star + 0.05
+
+
+def test_control_bound_caps_the_control_and_the_chain_cost():
+    """With adjoint.control_bound B every coordinate of f is in (-B, B), so a chain's control cost
+    C = sum_n 1/2 sigma(t_n)^2 |f|^2 dt is below its closed-form cap; small controls are unchanged."""
+    bound = 2.0
+    policy = AdjointPolicy(AdjointPolicyConfig(hidden=(32, 32), num_steps=8, control_bound=bound), action_size=2)
+    free = AdjointPolicy(SMALL, action_size=2)
+    params = policy.init(jax.random.PRNGKey(0), obs_size=3)
+    # a network whose output is huge: scale the output layer (init ~1e-8) up by 1e11
+    output_layer = "['MLP_0']['Dense_2']"
+    big = jax.tree_util.tree_map_with_path(
+        lambda path, x: x * 1e11 if output_layer in jax.tree_util.keystr(path) else x, params)
+    obs, x, t = OBS[0], jax.random.normal(jax.random.PRNGKey(3), (128, 2)) * 5, jnp.linspace(0, 1, 128)
+    f_free = free.net.apply(big, x, obs, t)
+    f = policy.net.apply(big, x, obs, t)
+    assert float(jnp.max(jnp.abs(f_free))) > 10 * bound  # the cap is what binds here
+    assert float(jnp.max(jnp.abs(f))) <= bound
+    np.testing.assert_allclose(f, bound * np.tanh(np.asarray(f_free) / bound), rtol=1e-5, atol=1e-6)
+    small_f = free.net.apply(params, x, obs, t)  # near-zero init: the bound changes nothing
+    np.testing.assert_allclose(policy.net.apply(params, x, obs, t), small_f, rtol=1e-4, atol=1e-12)
+
+    chain = policy.simulate(big, obs, jax.random.PRNGKey(4))
+    n = policy.config.num_steps
+    cap = 0.5 * bound**2 * 2 * float(jnp.sum(policy.ref.sigma(jnp.arange(n) / n) ** 2)) / n
+    assert float(jnp.max(chain.control_cost)) <= cap * (1 + 1e-5)
+    assert float(jnp.max(chain.control_cost)) > 0.5 * cap  # near the cap: saturated control
+    with pytest.raises(ValueError, match="control_bound"):
+        AdjointPolicyConfig(control_bound=-1.0).validate()

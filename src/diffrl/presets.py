@@ -269,6 +269,17 @@ PRESETS["trudi-bandit"]["diffusion.squash"] = "erf"
 # (final median 0.97 of the range; slower start: median ~620 at 102k, 975 at 143k).
 PRESETS["trudi-dmc-cpu"]["reppo.critic_lr"] = 1e-3
 
+# AMDP on Playground DM Control (CPU): a smooth bound of 4 on each coordinate of the control f
+# (adjoint.control_bound; the analogue of a Gaussian policy's log-std floor). Without it, on
+# CartpoleBalance (8 seeds, 245,760 steps, benchmarks/results/stability/) 1 of 8 seeds fell (by 1.12
+# of the random-to-maximum range; 2 of 8 with critic step 1e-3): in ~1 % of states the drift at the
+# first steps (sigma_0 = 6.5) reached |f| ~ 10, pushing X_1 to -10 (5 terminal stds, deep in the erf's
+# saturation, where the score and so the regression's pull vanish) at a control cost C ~ 300 against a
+# median of 4; the soft targets' -alpha C then broke the critic (squared TD error 1e-3 -> 1e5) and the
+# drift ran away. With the bound C < ~44 per action dimension, every action stays reachable
+# (|mean X_1| up to 16), and 0 of 8 seeds fell (largest drop 0.013; final median 0.986 [0.985, 0.991]).
+PRESETS["amdp-dmc-cpu"]["adjoint.control_bound"] = 4.0
+
 
 def suite(env: str) -> str:
     return env.split("/", 1)[0] if "/" in env else ""

@@ -54,6 +54,9 @@ class ControlNet(nn.Module):
     time_dim: int = 32
     output_scale: float = 1e-8
     clip: float = 1e4
+    bound: float = 0.0
+    """If > 0, the output is ``bound * tanh(out / bound)``: |f| < bound with a gradient everywhere
+    (0: only the hard ``clip``)."""
 
     @nn.compact
     def __call__(self, x: jax.Array, obs: jax.Array, t: jax.Array) -> jax.Array:
@@ -69,4 +72,6 @@ class ControlNet(nn.Module):
             norm=self.norm,
             output_scale=self.output_scale,
         )(h)
+        if self.bound > 0:
+            out = self.bound * jnp.tanh(out / self.bound)
         return jnp.clip(out, -self.clip, self.clip)

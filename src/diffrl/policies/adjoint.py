@@ -61,6 +61,13 @@ class AdjointPolicyConfig:
     """Fourier time features of the control network (the port uses 16)."""
     output_scale: float = 1e-8
     """Scale of f_theta's output-layer init (near-zero control: initial policy = reference)."""
+    control_bound: float = 0.0
+    """If > 0, a smooth bound B on each coordinate of f_theta (B tanh(f / B)), so the control cost
+    of a chain, C = 1/2 int sigma_t^2 |f|^2 dt < 1/2 B^2 sigma_max^2 d, and with it the entropy
+    estimate d log 2 - C are bounded: the analogue of a Gaussian policy's floor on its log std.
+    The mean end point int sigma_t^2 f dt stays free up to +-B sigma_max^2 (B = 4, sigma_max = 2:
+    +-16 = 8 sigma_max, far into the erf's saturation), so every action stays reachable.
+    0: unbounded (only the network's numerical clip at 1e4)."""
     grad_clip_quantile: float = 0.95
     """Per-sample score norms are clipped at min(this quantile of the update batch's norms,
     grad_clip_max)."""
@@ -96,6 +103,8 @@ class AdjointPolicyConfig:
             raise ValueError(f"adjoint.trust_region must be one of {am.TRUST_REGIONS}, got {self.trust_region!r}")
         if self.bridge_time not in BRIDGE_TIMES:
             raise ValueError(f"adjoint.bridge_time must be one of {BRIDGE_TIMES}, got {self.bridge_time!r}")
+        if self.control_bound < 0.0:
+            raise ValueError(f"adjoint.control_bound must be >= 0 (got {self.control_bound})")
         if not 0.0 < self.grad_clip_quantile <= 1.0:
             raise ValueError("adjoint.grad_clip_quantile must be in (0, 1]")
         if self.kl_bound <= 0.0 or self.lambda_init <= 0.0 or self.matching_steps < 1:
@@ -132,6 +141,7 @@ class AdjointPolicy:
             norm=config.norm,
             num_frequencies=config.num_frequencies,
             output_scale=config.output_scale,
+            bound=config.control_bound,
         )
         # one compilation of the initialisers instead of eager dispatch of every op
         self._init = jax.jit(self.net.init)
