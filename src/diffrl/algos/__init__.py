@@ -1,6 +1,7 @@
 """Algorithm registry: name -> factory(config, env_spec) -> Algorithm."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from typing import Callable
 
@@ -66,34 +67,36 @@ UNUSED_SETTINGS: dict[str, dict[str, str]] = {
 }
 
 
-def unused_setting_errors(config) -> list[str]:
-    """Errors for every setting in :data:`UNUSED_SETTINGS` of ``config.algo`` that differs from
-    its default, each naming what the algorithm reads instead."""
-    errors = []
-    for dotted, instead in UNUSED_SETTINGS.get(config.algo, {}).items():
-        section, name = dotted.split(".")
-        value = getattr(getattr(config, section), name)
-        if value != getattr(type(getattr(config, section))(), name):
-            flag = "--" + dotted.replace("_", "-")
-            errors.append(f"{flag} ({value!r}) is not used by {config.algo}: {instead}")
-    return errors
-
-
-def without_unused_settings(config):
-    """(config with every :data:`UNUSED_SETTINGS` entry of its algorithm back at its default,
-    the dotted names that were changed). For run directories written before these settings were
-    refused (older AMDP presets carried REPPO's KL settings, which AMDP never read)."""
-    import dataclasses
-
+def _changed_unused_settings(config) -> list[tuple[str, str, str, object]]:
+    """(dotted name, section, field, default) of each :data:`UNUSED_SETTINGS` entry of
+    ``config.algo`` whose value differs from its default."""
     changed = []
     for dotted in UNUSED_SETTINGS.get(config.algo, {}):
         section, name = dotted.split(".")
         sub = getattr(config, section)
         default = getattr(type(sub)(), name)
         if getattr(sub, name) != default:
-            config = dataclasses.replace(config, **{section: dataclasses.replace(sub, **{name: default})})
-            changed.append(dotted)
-    return config, changed
+            changed.append((dotted, section, name, default))
+    return changed
+
+
+def unused_setting_errors(config) -> list[str]:
+    """Errors for every setting in :data:`UNUSED_SETTINGS` of ``config.algo`` that differs from
+    its default, each naming what the algorithm reads instead."""
+    return [f"--{dotted.replace('_', '-')} ({getattr(getattr(config, section), name)!r}) is not used by "
+            f"{config.algo}: {UNUSED_SETTINGS[config.algo][dotted]}"
+            for dotted, section, name, _ in _changed_unused_settings(config)]
+
+
+def without_unused_settings(config):
+    """(config with every :data:`UNUSED_SETTINGS` entry of its algorithm back at its default,
+    the dotted names that were changed). For run directories written before these settings were
+    refused (older AMDP presets carried REPPO's KL settings, which AMDP never read)."""
+    changed = _changed_unused_settings(config)
+    for _, section, name, default in changed:
+        sub = dataclasses.replace(getattr(config, section), **{name: default})
+        config = dataclasses.replace(config, **{section: sub})
+    return config, [dotted for dotted, *_ in changed]
 
 
 def close_matches(name: str) -> str:

@@ -63,9 +63,10 @@ class AdjointPolicyConfig:
     """Scale of f_theta's output-layer init (near-zero control: initial policy = reference)."""
     control_bound: float = 0.0
     """If > 0, a smooth bound B on each coordinate of f_theta (B tanh(f / B)), so the control cost
-    of a chain, C = 1/2 int sigma_t^2 |f|^2 dt < 1/2 B^2 sigma_max^2 d, and with it the entropy
-    estimate d log 2 - C are bounded: the analogue of a Gaussian policy's floor on its log std.
-    The mean end point int sigma_t^2 f dt stays free up to +-B sigma_max^2 (B = 4, sigma_max = 2:
+    of a chain, C = sum_n 1/2 sigma(t_n)^2 |f|^2 / N < 1/2 B^2 d sum_n sigma(t_n)^2 / N (43.8 d for
+    B = 4, N = 16; 1/2 B^2 sigma_max^2 d = 32 d as N grows), and with it the entropy estimate
+    d log 2 - C are bounded: the analogue of a Gaussian policy's floor on its log std. The mean end
+    point (about int sigma_t^2 f dt) stays free up to about +-B sigma_max^2 (B = 4, sigma_max = 2:
     +-16 = 8 sigma_max, far into the erf's saturation), so every action stays reachable.
     0: unbounded (only the network's numerical clip at 1e4)."""
     grad_clip_quantile: float = 0.95
