@@ -4,6 +4,8 @@ With a KL bound far above any KL a few updates can reach, the dual lowers beta a
 step (Adam on log beta: a nearly constant step whatever the violation). Without a floor beta
 sinks below its start; with ``kl_min`` equal to the start it stays there exactly, at every step.
 """
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -17,9 +19,8 @@ from diffrl.presets import resolve
 def beta_after_training(kl_min: float):
     config = resolve("reppo", "gymnax/Pendulum-v1", None).replace(
         total_env_steps=2 * 512, num_envs=16, num_steps=32, num_evals=1, eval_envs=2)
-    config = config.replace(reppo=REPPOConfig(**{
-        **config.reppo.__dict__, "num_minibatches": 4, "num_epochs": 2, "kl_bound": 100.0,
-        "kl_start": 0.5, "kl_min": kl_min}))
+    config = config.replace(reppo=dataclasses.replace(
+        config.reppo, num_minibatches=4, num_epochs=2, kl_bound=100.0, kl_start=0.5, kl_min=kl_min))
     state, metrics = jax.jit(make_train(config))(seed_keys(0, 1)[0])
     return float(np.exp(state.algo.log_beta)), np.asarray(metrics["dual/beta"])
 

@@ -67,25 +67,25 @@ UNUSED_SETTINGS: dict[str, dict[str, str]] = {
 }
 
 
-def _changed_unused_settings(config) -> list[tuple[str, str, str, object]]:
-    """(dotted name, section, field, default) of each :data:`UNUSED_SETTINGS` entry of
+def _changed_unused_settings(config) -> list[tuple[str, str, str, object, object]]:
+    """(dotted name, section, field, value, default) of each :data:`UNUSED_SETTINGS` entry of
     ``config.algo`` whose value differs from its default."""
     changed = []
     for dotted in UNUSED_SETTINGS.get(config.algo, {}):
         section, name = dotted.split(".")
         sub = getattr(config, section)
-        default = getattr(type(sub)(), name)
-        if getattr(sub, name) != default:
-            changed.append((dotted, section, name, default))
+        value, default = getattr(sub, name), getattr(type(sub)(), name)
+        if value != default:
+            changed.append((dotted, section, name, value, default))
     return changed
 
 
 def unused_setting_errors(config) -> list[str]:
     """Errors for every setting in :data:`UNUSED_SETTINGS` of ``config.algo`` that differs from
     its default, each naming what the algorithm reads instead."""
-    return [f"--{dotted.replace('_', '-')} ({getattr(getattr(config, section), name)!r}) is not used by "
-            f"{config.algo}: {UNUSED_SETTINGS[config.algo][dotted]}"
-            for dotted, section, name, _ in _changed_unused_settings(config)]
+    return [f"--{dotted.replace('_', '-')} ({value!r}) is not used by {config.algo}: "
+            f"{UNUSED_SETTINGS[config.algo][dotted]}"
+            for dotted, _, _, value, _ in _changed_unused_settings(config)]
 
 
 def without_unused_settings(config):
@@ -93,7 +93,7 @@ def without_unused_settings(config):
     the dotted names that were changed). For run directories written before these settings were
     refused (older AMDP presets carried REPPO's KL settings, which AMDP never read)."""
     changed = _changed_unused_settings(config)
-    for _, section, name, default in changed:
+    for _, section, name, _, default in changed:
         sub = dataclasses.replace(getattr(config, section), **{name: default})
         config = dataclasses.replace(config, **{section: sub})
     return config, [dotted for dotted, *_ in changed]
