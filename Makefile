@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml requirements.lock
 	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements.lock
 	# playground 0.2.0 pins warp-lang (392 MB), which diffrl never uses (impl="jax").
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps playground==0.2.0
+	# jax2onnx 0.17.1 (ONNX export) lists its examples' libraries and orbax-checkpoint<0.11.37 as
+	# requirements; what it needs to convert (onnx, onnx-ir, onnxruntime, sympy) is in the lock.
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps jax2onnx==0.17.1
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	@$(MAKE) --no-print-directory render-deps
 	touch $(STAMP)

@@ -90,6 +90,17 @@ def test_eval_export_plot_on_a_run(tmp_path, capsys):
     act = diffrl.load_policy(tmp_path / "pol")
     action = act(np.zeros((5, 3), np.float32), jax.random.PRNGKey(0))
     assert action.shape == (5, 1) and np.all(np.abs(action) <= 1)
+    # every sampler of the policy as ONNX (tests/test_deploy.py checks each policy kind's numbers)
+    assert main(["export", str(out), "--out", str(tmp_path / "onnx"), "--format", "onnx"]) == 0
+    assert "mean: policy_mean.onnx" in capsys.readouterr().out
+    import onnxruntime as ort
+
+    obs = np.linspace(-3, 3, 15, dtype=np.float32).reshape(5, 3)
+    session = ort.InferenceSession(str(tmp_path / "onnx" / "policy_mean.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(["action"], {"obs": obs})[0],
+                               diffrl.load_policy(tmp_path / "onnx", "mean")(obs, jax.random.PRNGKey(0)), atol=1e-4)
+    assert (tmp_path / "onnx" / "policy_sample.onnx").exists()
+    assert main(["export", str(out), "--out", str(tmp_path / "x"), "--seed-index", "3"]) == 2
     assert main(["plot", str(out), "--out", str(tmp_path / "c.png"), "--x", "walltime"]) == 0
     assert (tmp_path / "c.png").stat().st_size > 1000
 

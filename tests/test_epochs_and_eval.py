@@ -77,3 +77,20 @@ def test_critic_optimizer_is_adam_or_decoupled_weight_decay():
 
     with pytest.raises(ValueError, match="critic-weight-decay"):
         REPPOConfig(critic_weight_decay=-0.1).validate()
+
+
+def test_anneal_lr_decays_every_step_size_linearly_to_zero():
+    """With anneal_lr, Adam's step k of K is lr * (1 - k / K) times the constant-lr step (the
+    same gradient each step, so Adam's normalised direction is the same); without it, lr."""
+    from diffrl.algos.soft_critic import step_size
+
+    params, grads = {"w": jnp.array([1.0, -2.0])}, {"w": jnp.array([0.3, -0.1])}
+    total = 8
+    annealed = critic_optimizer(REPPOConfig(critic_lr=1e-2, anneal_lr=True), total)
+    constant = critic_optimizer(REPPOConfig(critic_lr=1e-2), total)
+    s_a, s_c = annealed.init(params), constant.init(params)
+    for k in range(total + 2):
+        u_a, s_a = annealed.update(grads, s_a, params)
+        u_c, s_c = constant.update(grads, s_c, params)
+        np.testing.assert_allclose(u_a["w"], u_c["w"] * max(0.0, 1 - k / total), rtol=1e-5, atol=1e-12)
+    assert step_size(3e-4, REPPOConfig(), 100) == 3e-4

@@ -104,10 +104,17 @@ def _video(trainer, state, sampler: str, args) -> None:
 
 
 def cmd_export(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="diffrl export", description="Export a trained policy.")
+    p = argparse.ArgumentParser(
+        prog="diffrl export", description="Export a trained policy: policy.json + npz arrays (diffrl.load_policy), "
+        "and with --format onnx / jax every sampler as an ONNX graph / serialized jax.export with the "
+        "normaliser inside and the noise as an input (docs/deployment.md).")
     p.add_argument("run_dir")
     p.add_argument("--out", required=True, help="directory to write")
-    p.add_argument("--sampler", default=None, help="default sampler stored with the policy")
+    p.add_argument("--format", choices=("npz", "onnx", "jax", "all"), default="npz",
+                   help="npz: the diffrl export only; onnx / jax / all: also policy_<sampler>.onnx and/or "
+                        ".jaxexport for --sampler, or for every sampler of the policy when it is not given")
+    p.add_argument("--sampler", default=None, help="default sampler stored with the policy (and, with "
+                   "--format onnx/jax/all, the only one converted)")
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest")
     p.add_argument("--seed-index", type=int, default=0, help="which of the run's seeds to export")
     args = p.parse_args(argv)
@@ -123,12 +130,28 @@ def cmd_export(argv: list[str]) -> int:
               f"policy offers {', '.join(policy.samplers)}" + renamed_sampler_note([args.sampler], policy),
               file=sys.stderr)
         return 2
+    num_seeds = jax.tree.leaves(state.obs_stats)[0].shape[0]
+    if not 0 <= args.seed_index < num_seeds:
+        print(f"diffrl export: --seed-index {args.seed_index} is out of range; the run has {num_seeds} "
+              "seed(s)", file=sys.stderr)
+        return 2
     spec = trainer.eval_env.unwrapped.spec
     out = export_from_train_state(args.out, trainer.algo, state, trainer.config, seed=args.seed_index,
                                   sampler=args.sampler, extra={"action_low": list(spec.action_low),
                                                                "action_high": list(spec.action_high),
                                                                "env_steps": meta.get("env_steps")})
     print(f"exported to {out}; load with diffrl.load_policy({str(out)!r})")
+    if args.format != "npz":
+        from diffrl.deploy import FORMATS, write_deployables
+
+        formats = FORMATS if args.format == "all" else (args.format,)
+        samplers = (args.sampler,) if args.sampler else None
+        record = write_deployables(out, formats, samplers)
+        for sampler, entry in record["artifacts"].items():
+            files = ", ".join(entry[f]["file"] for f in formats if f in entry)
+            print(f"  {sampler}: {files} (inputs {', '.join(entry['inputs'])}; noise per observation "
+                  f"{entry['noise_shape']})")
+        print("see deploy.json and docs/deployment.md")
     return 0
 
 

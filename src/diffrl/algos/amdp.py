@@ -32,7 +32,8 @@ from flax import struct
 
 from diffrl.algos.base import Rollout
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
-from diffrl.algos.soft_critic import SoftActorCritic, critic_batch, critic_optimizer, critic_step, soft_targets
+from diffrl.algos.soft_critic import (SoftActorCritic, critic_batch, critic_optimizer, critic_step, soft_targets,
+                                      step_size, total_updates)
 from diffrl.critics.categorical import CategoricalCritic
 from diffrl.envs.base import EnvSpec
 from diffrl.policies import AdjointMatchingPolicy, require
@@ -61,9 +62,11 @@ class AMDP(SoftActorCritic):
         self.critic = CategoricalCritic(config.critic)
         self.target_entropy = policy.target_entropy
         clip = optax.clip_by_global_norm(self.c.max_grad_norm)
-        self.actor_optimizer = optax.chain(clip, optax.adam(self.c.actor_lr))
-        self.critic_optimizer = critic_optimizer(self.c)
-        self.dual_optimizer = optax.adam(self.c.actor_lr)
+        updates = total_updates(config)
+        actor_lr = step_size(self.c.actor_lr, self.c, updates)
+        self.actor_optimizer = optax.chain(clip, optax.adam(actor_lr))
+        self.critic_optimizer = critic_optimizer(self.c, updates)
+        self.dual_optimizer = optax.adam(actor_lr)
 
     def init(self, key, spec: EnvSpec) -> AMDPState:
         key_actor, key_critic = jax.random.split(key)

@@ -25,7 +25,8 @@ from flax import struct
 
 from diffrl.algos.base import Rollout
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
-from diffrl.algos.soft_critic import SoftActorCritic, critic_batch, critic_optimizer, critic_step, soft_targets
+from diffrl.algos.soft_critic import (SoftActorCritic, critic_batch, critic_optimizer, critic_step, soft_targets,
+                                      step_size, total_updates)
 from diffrl.critics.categorical import CategoricalCritic
 from diffrl.envs.base import EnvSpec
 from diffrl.policies import PathwisePolicy, require
@@ -51,9 +52,10 @@ class REPPO(SoftActorCritic):
         self.policy = policy
         self.critic = CategoricalCritic(config.critic)
         self.target_entropy = -self.c.target_entropy_mult * spec.action_size
+        updates = total_updates(config)
         self.actor_optimizer = optax.chain(optax.clip_by_global_norm(self.c.max_grad_norm),
-                                           optax.adam(self.c.actor_lr))
-        self.critic_optimizer = critic_optimizer(self.c)
+                                           optax.adam(step_size(self.c.actor_lr, self.c, updates)))
+        self.critic_optimizer = critic_optimizer(self.c, updates)
 
     def init(self, key, spec: EnvSpec) -> REPPOState:
         key_actor, key_critic = jax.random.split(key)

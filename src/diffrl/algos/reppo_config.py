@@ -23,6 +23,9 @@ class REPPOConfig:
     """Decoupled weight decay of the critic's optimizer (AdamW; 0 = plain Adam, the reference),
     on every critic parameter. It slows the drift of the critic's representation on low-variety
     data, but did not remove the late CartpoleBalance drops (benchmarks/results/stability/README.md)."""
+    anneal_lr: bool = False
+    """Decay every step size (actor, critic, duals) linearly to 0 over the run, as the
+    reference's ``anneal_lr`` option (off there). It ties the schedule to --total-env-steps."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clip (actor and critic separately)."""
     num_epochs: int = 4

@@ -92,13 +92,31 @@ def best_of_k(sample_fn, q_fn, obs: jax.Array, critic_obs: jax.Array, key: jax.A
     return jnp.take_along_axis(actions, best[None, ..., None], axis=0)[0]
 
 
-def critic_optimizer(c) -> optax.GradientTransformation:
+def step_size(lr: float, c, total_updates: int) -> float | optax.Schedule:
+    """Adam's step size ``lr``, or, with ``c.anneal_lr``, a schedule that decays it linearly to
+    0 over ``total_updates`` optimizer steps (the reference's ``anneal_lr`` option, off there;
+    CleanRL's PPO default). The schedule's position is Adam's own step count, held in the
+    optimizer state, so a resumed run continues it exactly."""
+    if not c.anneal_lr:
+        return lr
+    return optax.linear_schedule(lr, 0.0, max(1, total_updates))
+
+
+def total_updates(config) -> int:
+    """SGD steps over a whole run of ``config`` (iterations x epochs x minibatches)."""
+    c = config.reppo
+    return config.num_chunks * config.iterations_per_chunk * c.num_epochs * c.num_minibatches
+
+
+def critic_optimizer(c, total_updates: int = 1) -> optax.GradientTransformation:
     """The critic's optimizer from a REPPOConfig ``c``: global-norm clip, then Adam, or AdamW
-    (decoupled weight decay, Loshchilov & Hutter 2019) when ``c.critic_weight_decay > 0``."""
+    (decoupled weight decay, Loshchilov & Hutter 2019) when ``c.critic_weight_decay > 0``; its
+    step size anneals over ``total_updates`` steps with ``c.anneal_lr``."""
     clip = optax.clip_by_global_norm(c.max_grad_norm)
+    lr = step_size(c.critic_lr, c, total_updates)
     if c.critic_weight_decay > 0:
-        return optax.chain(clip, optax.adamw(c.critic_lr, weight_decay=c.critic_weight_decay))
-    return optax.chain(clip, optax.adam(c.critic_lr))
+        return optax.chain(clip, optax.adamw(lr, weight_decay=c.critic_weight_decay))
+    return optax.chain(clip, optax.adam(lr))
 
 
 class SoftActorCritic:

@@ -35,9 +35,10 @@ from diffrl.policies.reference_sde import (
     ChainSample,
     ReferenceSDE,
     erf_squash,
-    probability_flow_ode,
+    probability_flow_ode_from_noise,
     sample_bridge,
     simulate_controlled,
+    simulate_controlled_from_noise,
 )
 
 BRIDGE_TIMES = ("uniform", "grid")
@@ -185,15 +186,36 @@ class AdjointPolicy:
         return self.squash(chain.x1), aux
 
     def eval_action(self, params, obs, key, sampler: str = "sde"):
+        noise = self.draw_eval_noise(key, obs.shape[:-1], sampler)
+        return self.eval_action_from_noise(params, obs, noise, sampler)
+
+    # -- explicit noise -----------------------------------------------------------------
+    def eval_noise_shape(self, sampler: str) -> tuple[int, ...]:
+        """'sde': (N, d), every step's normals; 'ode': (d,), the bridge noise z of the first step."""
+        self._check_sampler(sampler)
+        return (self.config.num_steps, self.action_size) if sampler == "sde" else (self.action_size,)
+
+    def draw_eval_noise(self, key, batch_shape, sampler: str):
+        """The same draws as acting (:meth:`sample`) and as before the noise was explicit."""
+        self._check_sampler(sampler)
+        if sampler == "sde":  # drawn step-major (simulate_controlled), handed over batch-major
+            eps = jax.random.normal(key, (self.config.num_steps, *batch_shape, self.action_size))
+            return jnp.moveaxis(eps, 0, -2)
+        return jax.random.normal(key, (*batch_shape, self.action_size))
+
+    def eval_action_from_noise(self, params, obs, noise, sampler: str):
+        self._check_sampler(sampler)
+        control_fn = self._control_fn(params, obs)
         if sampler == "sde":
-            return self.sample(params, obs, key)[0]
-        if sampler == "ode":
-            shape = obs.shape[:-1] + (self.action_size,)
-            x1 = probability_flow_ode(
-                self._control_fn(params, obs), self.ref, self.config.num_steps, key, shape, self.config.ode_coef
-            )
-            return self.squash(x1)
-        raise ValueError(f"adjoint policy has no sampler {sampler!r}; choose from {self.samplers}")
+            chain = simulate_controlled_from_noise(control_fn, self.ref, jnp.moveaxis(noise, -2, 0))
+            return jax.lax.stop_gradient(self.squash(chain.x1))
+        x1 = probability_flow_ode_from_noise(control_fn, self.ref, self.config.num_steps, noise,
+                                             self.config.ode_coef)
+        return self.squash(x1)
+
+    def _check_sampler(self, sampler: str) -> None:
+        if sampler not in self.samplers:
+            raise ValueError(f"adjoint policy has no sampler {sampler!r}; choose from {self.samplers}")
 
     # -- PathwisePolicy (reverse-KL baseline, REPPO-style code) -------------------------
     def rsample(self, params, obs, key) -> PathwiseSample:

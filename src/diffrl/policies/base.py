@@ -13,6 +13,9 @@ Algorithms never branch on the policy's type. They require a capability:
 * :class:`PathwisePolicy` (REPPO, TruDi): a reparameterised sample with its log-density
   term (exact for a Gaussian, DIME's upper-bound estimate for a diffusion chain) and a
   per-state trust-region KL(old || new) estimate.
+* :class:`ExplicitNoisePolicy` (deployment, ``diffrl.deploy``): every evaluation sampler as a
+  deterministic function of pre-drawn standard normals, so that a sampler can be exported
+  (ONNX, ``jax.export``) with its noise as an input and reproduced bit for bit.
 
 ``diffrl.policies.require(policy, capability, algo)`` raises a clear error when an
 algorithm is paired with a policy that cannot honestly provide what it needs.
@@ -150,3 +153,28 @@ def require(policy: Any, capability: type, algo: str) -> None:
             f"(missing: {', '.join(missing) or 'attributes'}); "
             f"{type(policy).__name__} cannot provide it"
         )
+
+
+@runtime_checkable
+class ExplicitNoisePolicy(Protocol):
+    """Evaluation samplers with their randomness as an explicit input.
+
+    Every sampler draws all of its randomness as ONE array of standard normals. For a batch of
+    observations (B, obs_size) that array is (B, *eval_noise_shape(sampler)), batch first
+    (``()``-shaped means the sampler uses no noise). ``eval_action(params, obs, key, sampler)``
+    equals ``eval_action_from_noise(params, obs, draw_eval_noise(key, batch, sampler), sampler)``
+    exactly: it is how ``eval_action`` is implemented.
+    """
+
+    def eval_noise_shape(self, sampler: str) -> tuple[int, ...] | None:
+        """Per-observation shape of the sampler's standard normals; None: no noise."""
+        ...
+
+    def draw_eval_noise(self, key: jax.Array, batch_shape: tuple[int, ...], sampler: str) -> jax.Array | None:
+        """(*batch_shape, *eval_noise_shape(sampler)) standard normals drawn from ``key``."""
+        ...
+
+    def eval_action_from_noise(self, params: Params, obs: jax.Array, noise: jax.Array | None,
+                               sampler: str) -> jax.Array:
+        """(..., d) evaluation action; obs (..., o), noise (..., *eval_noise_shape(sampler))."""
+        ...

@@ -221,19 +221,42 @@ class DiffusionPolicy:
 
     def eval_action(self, params: Params, obs: jax.Array, key: jax.Array, sampler: str) -> jax.Array:
         """(..., d) evaluation action: 'sde', 'reversal-ode' (E10) or 'noise-free' (E11)."""
-        cfg = self.config
+        noise = self.draw_eval_noise(key, obs.shape[:-1], sampler)
+        return self.eval_action_from_noise(params, obs, noise, sampler)
+
+    # ---------------------------------------------------------------- explicit noise
+    def eval_noise_shape(self, sampler: str) -> tuple[int, ...]:
+        """'sde': (N + 1, d), x_0's and every step's normals; deterministic samplers: (d,), x_0's."""
+        self._check_sampler(sampler)
         if sampler == "sde":
-            return jax.lax.stop_gradient(self.rsample(params, obs, key).action)
-        if sampler not in self.samplers:
-            raise ValueError(f"unknown sampler {sampler!r}; choose from {self.samplers}"
-                             + renamed_sampler_note([sampler], self))
-        x0 = cfg.sigma0 * jax.random.normal(key, (*obs.shape[:-1], self.action_size), jnp.float32)
+            return (self.config.num_steps + 1, self.action_size)
+        return (self.action_size,)
+
+    def draw_eval_noise(self, key: jax.Array, batch_shape: tuple[int, ...], sampler: str) -> jax.Array:
+        """The same draws as acting (:meth:`sample`) and as before the noise was explicit."""
+        self._check_sampler(sampler)
+        if sampler == "sde":  # drawn step-major (as rsample), handed over batch-major
+            return jnp.moveaxis(self._noise(key, tuple(batch_shape)), 0, -2)
+        return jax.random.normal(key, (*batch_shape, self.action_size), jnp.float32)
+
+    def eval_action_from_noise(self, params: Params, obs: jax.Array, noise: jax.Array, sampler: str) -> jax.Array:
+        """(..., d) evaluation action from standard normals (..., *eval_noise_shape(sampler))."""
+        cfg = self.config
+        self._check_sampler(sampler)
+        if sampler == "sde":
+            return jax.lax.stop_gradient(self._run(params, obs, jnp.moveaxis(noise, -2, 0))[0].action)
+        x0 = cfg.sigma0 * noise
         control_fn, eta = self._control_fn(params, obs), self.step_sizes(params)
         if sampler == "reversal-ode":
             x_final = dis_chain.reversal_ode(control_fn, eta, x0)
         else:
             x_final = dis_chain.noise_free_chain(control_fn, eta, cfg.sigma0, x0, cfg.noise_free_coef)
         return jax.lax.stop_gradient(self._squash(x_final))
+
+    def _check_sampler(self, sampler: str) -> None:
+        if sampler not in self.samplers:
+            raise ValueError(f"unknown sampler {sampler!r}; choose from {self.samplers}"
+                             + renamed_sampler_note([sampler], self))
 
     # ---------------------------------------------------------------- trust region
     def trust_region_kl(

@@ -133,11 +133,29 @@ class GaussianPolicy:
         return self.squash(u), aux
 
     def eval_action(self, params, obs, key, sampler: str = "mean"):
+        noise = self.draw_eval_noise(key, obs.shape[:-1], sampler)
+        return self.eval_action_from_noise(params, obs, noise, sampler)
+
+    # -- ExplicitNoisePolicy ----------------------------------------------------
+    def eval_noise_shape(self, sampler: str) -> tuple[int, ...] | None:
+        """'mean' uses no noise; 'sample' one standard normal per action dimension."""
+        self._check_sampler(sampler)
+        return None if sampler == "mean" else (self.action_size,)
+
+    def draw_eval_noise(self, key, batch_shape, sampler: str):
+        shape = self.eval_noise_shape(sampler)
+        return None if shape is None else jax.random.normal(key, (*batch_shape, *shape))
+
+    def eval_action_from_noise(self, params, obs, noise, sampler: str):
+        self._check_sampler(sampler)
+        mean, std = self.dist(params, obs)
         if sampler == "mean":
-            return self.squash(self.dist(params, obs)[0])
-        if sampler == "sample":
-            return self.sample(params, obs, key)[0]
-        raise ValueError(f"Gaussian policy has no sampler {sampler!r}; choose from {self.samplers}")
+            return self.squash(mean)
+        return jax.lax.stop_gradient(self.squash(mean + std * noise))
+
+    def _check_sampler(self, sampler: str) -> None:
+        if sampler not in self.samplers:
+            raise ValueError(f"Gaussian policy has no sampler {sampler!r}; choose from {self.samplers}")
 
     # -- LogProbPolicy --------------------------------------------------------
     def log_prob(self, params, obs, aux: GaussianAux) -> jax.Array:

@@ -202,10 +202,18 @@ def simulate_controlled(
     Differentiable w.r.t. whatever ``control_fn`` closes over (the reverse-KL baseline
     backpropagates through all N steps).
     """
+    eps = jax.random.normal(key_noise, (num_steps,) + tuple(shape))
+    return simulate_controlled_from_noise(control_fn, ref, eps, return_path=return_path)
+
+
+def simulate_controlled_from_noise(
+    control_fn: ControlFn, ref: ReferenceSDE, eps: jax.Array, *, return_path: bool = False
+) -> ChainSample:
+    """:func:`simulate_controlled` driven by given standard normals ``eps`` (N, *shape)."""
+    num_steps, shape = eps.shape[0], eps.shape[1:]
     dt = 1.0 / num_steps
     grid = time_grid(num_steps)
     sbar = ref.step_sigma(grid[:-1], grid[1:])  # (N,)
-    eps = jax.random.normal(key_noise, (num_steps,) + tuple(shape))
 
     def step(carry, inputs):
         x, cost, noise_term = carry
@@ -241,29 +249,49 @@ def probability_flow_ode(
     replaced by the mean of xhat and xhat(x', t_{n+1}) and the step redone (Heun). See the
     module docstring for what is exact. Deterministic given the key; 2N control calls.
     """
+    z0 = jax.random.normal(key_noise, tuple(shape))
+    return probability_flow_ode_from_noise(control_fn, ref, num_steps, z0, coef)
+
+
+def probability_flow_ode_from_noise(
+    control_fn: ControlFn, ref: ReferenceSDE, num_steps: int, z0: jax.Array, coef: float = 1.0
+) -> jax.Array:
+    """:func:`probability_flow_ode` from the given standard normals ``z0`` (*shape)."""
+    shape = z0.shape
     grid = time_grid(num_steps)
     var = ref.marginal_var(grid)
     h1_sq = ref.terminal_std**2
     rho = var / h1_sq
     bridge_std = jnp.sqrt(jnp.maximum(var * (1.0 - rho), 0.0))
     sig = ref.sigma(grid)
-    z0 = jax.random.normal(key_noise, tuple(shape))
 
-    def denoise(x, n):
-        return x + coef * (h1_sq - var[n]) * control_fn(x, grid[n]) / sig[n]
+    # Per-step constants enter as scanned inputs rather than indexed by a traced step number:
+    # the same numbers, and an exported graph (diffrl.deploy) without gathers in its loop.
+    scale = coef * (h1_sq - var)  # denoise: x + scale_n u(x, t_n) / sigma_n
 
-    def transport(x, xhat, n):
-        first = n == 0
-        z = jnp.where(first, z0, (x - rho[n] * xhat) / jnp.where(first, 1.0, bridge_std[n]))
-        return rho[n + 1] * xhat + bridge_std[n + 1] * z
+    def denoise(x, t, scale_n, sig_n):
+        return x + scale_n * control_fn(x, t) / sig_n
 
-    def step(x, n):
-        xhat = denoise(x, n)
-        x_pred = transport(x, xhat, n)
-        xhat = 0.5 * (xhat + denoise(x_pred, n + 1))
-        return transport(x, xhat, n), None
+    def heun(x, z_of, now, nxt):
+        """One step from t_n (``now``) to t_{n+1} (``nxt``); ``z_of(xhat)`` the bridge noise."""
+        xhat = denoise(x, now[0], now[1], now[2])
+        x_pred = nxt[3] * xhat + nxt[4] * z_of(xhat)
+        xhat = 0.5 * (xhat + denoise(x_pred, nxt[0], nxt[1], nxt[2]))
+        return nxt[3] * xhat + nxt[4] * z_of(xhat)
 
-    x1, _ = jax.lax.scan(step, jnp.zeros(tuple(shape)), jnp.arange(num_steps))
+    consts = (grid, scale, sig, rho, bridge_std)
+    now = tuple(c[:-1] for c in consts)
+    nxt = tuple(c[1:] for c in consts)
+    first = tuple(c[0] for c in now), tuple(c[0] for c in nxt)
+    # step 0 starts at x = 0, where the bridge noise is z0 itself
+    x = heun(jnp.zeros(tuple(shape)), lambda xhat: z0, *first)
+
+    def step(x, inputs):
+        now_n, next_n = inputs
+        return heun(x, lambda xhat: (x - now_n[3] * xhat) / now_n[4], now_n, next_n), None
+
+    rest = jax.tree.map(lambda c: c[1:], (now, nxt))
+    x1, _ = jax.lax.scan(step, x, rest)
     return x1
 
 

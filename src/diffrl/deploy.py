@@ -1,0 +1,175 @@
+"""Deployable policies: every evaluation sampler as an ONNX graph or a serialized ``jax.export``.
+
+Both artifacts are made from an export directory (:mod:`diffrl.export`) and compute, for a
+batch of B RAW observations,
+
+    action (B, action_size) in [-1, 1] = sampler(normalize(obs), noise)
+
+with the training observation normaliser inside and every random draw as the explicit input
+``noise`` (B, *noise_shape) of standard normals (:class:`diffrl.policies.base.ExplicitNoisePolicy`;
+samplers without noise, such as a Gaussian's ``mean``, take ``obs`` only). Given the same noise,
+the artifact reproduces ``diffrl.load_policy(dir, sampler)`` (up to float rounding), and any
+runtime can draw the noise itself (``numpy.random.standard_normal``, ``std::normal_distribution``).
+The denoising chains are unrolled in time as a loop node (ONNX ``Loop``, StableHLO ``while``), so
+the graph size does not grow with the number of denoising steps.
+
+* ONNX (``policy_<sampler>.onnx``): converted from the jaxpr with jax2onnx (PyPI); inputs named
+  ``obs`` and ``noise``, output ``action``, the batch axis dynamic; runs with onnxruntime alone.
+* ``jax.export`` (``policy_<sampler>.jaxexport``): StableHLO with a symbolic batch size, loaded
+  with ``jax.export.deserialize(bytes).call(obs, noise)``: needs jax, not diffrl.
+
+``deploy.json`` lists the artifacts, their inputs, noise shapes and sha256 checksums.
+See docs/deployment.md.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from diffrl.export import load_policy, read_policy_info
+from diffrl.normalization import normalize
+
+DEPLOY_FILE = "deploy.json"
+FORMATS = ("onnx", "jax")
+ONNX_OPSET = 21
+"""Opset of the written graphs (onnxruntime >= 1.18 runs it)."""
+
+
+class DeployError(RuntimeError):
+    """A policy cannot be converted (a sampler without explicit noise, a missing package)."""
+
+
+def deployable(export_dir: str | Path, sampler: str | None = None) -> tuple[Callable, tuple[int, ...] | None, dict]:
+    """(fn, noise_shape, info) for one sampler of an export directory.
+
+    ``fn(obs)`` or ``fn(obs, noise)``: obs (B, obs_size) raw, noise (B, *noise_shape); returns the
+    (B, action_size) action. Parameters and normaliser statistics are constants of ``fn``.
+    """
+    act = load_policy(export_dir, sampler)
+    policy, params, stats, info = act.policy, act.params, act.obs_stats, act.info
+    for method in ("eval_noise_shape", "eval_action_from_noise"):
+        if not hasattr(policy, method):
+            raise DeployError(f"{type(policy).__name__} has no {method}: its samplers cannot take "
+                              "their noise as an input (see diffrl.policies.base.ExplicitNoisePolicy)")
+    sampler = act.sampler
+    noise_shape = policy.eval_noise_shape(sampler)
+    clip, eps = float(info["normalizer"]["clip"]), float(info["normalizer"]["eps"])
+
+    def prepare(obs):
+        obs = jnp.asarray(obs, jnp.float32)
+        return normalize(stats, obs, clip=clip, eps=eps) if stats is not None else obs
+
+    if noise_shape is None:
+        def fn(obs):
+            return policy.eval_action_from_noise(params, prepare(obs), None, sampler)
+    else:
+        def fn(obs, noise):
+            return policy.eval_action_from_noise(params, prepare(obs), jnp.asarray(noise, jnp.float32), sampler)
+    return fn, (None if noise_shape is None else tuple(noise_shape)), {**info, "sampler": sampler}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def export_onnx(export_dir: str | Path, sampler: str | None = None, path: str | Path | None = None) -> Path:
+    """Write ``policy_<sampler>.onnx`` (or ``path``) and return its path."""
+    # jax2onnx imports every plugin module it ships on first use and logs a traceback for each
+    # example whose optional package (dm_pix, equinox, ...) is absent: noise, not errors.
+    logging.getLogger("jax2onnx").setLevel(logging.ERROR)
+    try:
+        from jax2onnx import to_onnx
+    except ImportError as e:  # pragma: no cover - the pinned set installs it
+        raise DeployError("ONNX export needs jax2onnx, onnx and onnxruntime (make setup installs them)") from e
+    fn, noise_shape, info = deployable(export_dir, sampler)
+    out = Path(path) if path is not None else Path(export_dir) / f"policy_{info['sampler']}.onnx"
+    inputs = [("B", int(info["obs_size"]))] + ([] if noise_shape is None else [("B", *noise_shape)])
+    names = ["obs"] + ([] if noise_shape is None else ["noise"])
+    model = to_onnx(fn, inputs, model_name=f"diffrl_{info['kind']}_{info['sampler']}".replace("-", "_"),
+                    opset=ONNX_OPSET, input_names=names, output_names=["action"])
+    for key, value in _metadata(info, noise_shape).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_bytes(model.SerializeToString())
+    tmp.replace(out)
+    return out
+
+
+def export_jax(export_dir: str | Path, sampler: str | None = None, path: str | Path | None = None,
+               platforms: tuple[str, ...] = ("cpu", "cuda")) -> Path:
+    """Write ``policy_<sampler>.jaxexport`` (or ``path``), lowered for ``platforms``."""
+    fn, noise_shape, info = deployable(export_dir, sampler)
+    out = Path(path) if path is not None else Path(export_dir) / f"policy_{info['sampler']}.jaxexport"
+    (batch,) = jax.export.symbolic_shape("B")
+    args = [jax.ShapeDtypeStruct((batch, int(info["obs_size"])), jnp.float32)]
+    if noise_shape is not None:
+        args.append(jax.ShapeDtypeStruct((batch, *noise_shape), jnp.float32))
+    exported = jax.export.export(jax.jit(fn), platforms=platforms)(*args)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_bytes(bytes(exported.serialize()))
+    tmp.replace(out)
+    return out
+
+
+def load_jax_export(path: str | Path) -> Callable:
+    """``call(obs[, noise]) -> action`` from a ``.jaxexport`` file (jax only, no diffrl classes)."""
+    return jax.export.deserialize(bytearray(Path(path).read_bytes())).call
+
+
+def _metadata(info: dict, noise_shape: tuple[int, ...] | None) -> dict[str, str]:
+    return {
+        "diffrl.kind": info["kind"],
+        "diffrl.sampler": info["sampler"],
+        "diffrl.obs_size": str(info["obs_size"]),
+        "diffrl.action_size": str(info["action_size"]),
+        "diffrl.noise_shape": json.dumps(None if noise_shape is None else list(noise_shape)),
+        "diffrl.inputs": "obs: (B, obs_size) raw float32 observations (normalised inside); "
+                         "noise: (B, *noise_shape) standard normals (absent when noise_shape is null)",
+        "diffrl.output": "action: (B, action_size) in [-1, 1]; rescale with diffrl.action_low / action_high",
+        "diffrl.action_low": json.dumps(info.get("extra", {}).get("action_low")),
+        "diffrl.action_high": json.dumps(info.get("extra", {}).get("action_high")),
+        "diffrl.version": str(info.get("versions", {}).get("diffrl", "")),
+    }
+
+
+def write_deployables(export_dir: str | Path, formats: tuple[str, ...] = FORMATS,
+                      samplers: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Convert every sampler (or ``samplers``) of an export directory to every format in
+    ``formats``; write and return the ``deploy.json`` record."""
+    export_dir = Path(export_dir)
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ValueError(f"unknown format(s) {unknown}; choose from {FORMATS}")
+    info = read_policy_info(export_dir)
+    samplers = tuple(samplers or info["samplers"])
+    record_path = export_dir / DEPLOY_FILE
+    record = json.loads(record_path.read_text()) if record_path.exists() else {"artifacts": {}}
+    for sampler in samplers:
+        _, noise_shape, _ = deployable(export_dir, sampler)
+        entry = record["artifacts"].setdefault(sampler, {})
+        entry["noise_shape"] = None if noise_shape is None else list(noise_shape)
+        entry["inputs"] = ["obs"] + ([] if noise_shape is None else ["noise"])
+        for fmt in formats:
+            path = export_onnx(export_dir, sampler) if fmt == "onnx" else export_jax(export_dir, sampler)
+            entry[fmt] = {"file": path.name, "sha256": _sha256(path)}
+    record.update(obs_size=info["obs_size"], action_size=info["action_size"], kind=info["kind"],
+                  onnx_opset=ONNX_OPSET)
+    tmp = record_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(record_path)
+    return record
+
+
+def draw_noise(noise_shape: tuple[int, ...] | None, batch: int, seed: int = 0) -> np.ndarray | None:
+    """Standard normals (batch, *noise_shape) from numpy (what a deployment would draw)."""
+    if noise_shape is None:
+        return None
+    return np.random.default_rng(seed).standard_normal((batch, *noise_shape)).astype(np.float32)
