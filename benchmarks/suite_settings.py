@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-# The 23 Playground DM Control tasks of the REPPO paper (research notes, algorithms.md 1.6).
+# The 23 Playground DM Control tasks of the REPPO paper (arXiv 2507.11019, github.com/cvoelcker/reppo).
 PAPER_DMC_TASKS: tuple[str, ...] = tuple(f"playground/{t}" for t in (
     "AcrobotSwingup", "AcrobotSwingupSparse", "BallInCup", "CartpoleBalance", "CartpoleBalanceSparse",
     "CartpoleSwingup", "CartpoleSwingupSparse", "CheetahRun", "FingerSpin", "FingerTurnEasy",

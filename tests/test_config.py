@@ -65,7 +65,7 @@ def test_derived_sizes():
 
 
 def test_humanoid_presets_follow_the_reference():
-    # REPPO mjx_humanoid (algorithms.md §1.6): asymmetric critic, support [-10, 10], gamma 0.97,
+    # REPPO mjx_humanoid (github.com/cvoelcker/reppo config): asymmetric critic, support [-10, 10], gamma 0.97,
     # critic width 1024, 1024 envs, 8 epochs; small 32 steps x 4 minibatches, large 128 x 16.
     for family in ("reppo", "trudi", "amdp"):
         for size, (steps, minibatches) in {"small": (32, 4), "large": (128, 16)}.items():

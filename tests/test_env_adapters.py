@@ -1,8 +1,8 @@
 """Brax and gymnax adapters run wrapped, batched and jitted on the CPU.
 
 Each test compiles one reset + ``lax.scan`` of wrapped steps at a small batch size.
-Tests run under a timeout because Brax/MJX can hang at large batch sizes (research
-notes envs.md §8). The Playground adapter has its own file (its compile alone takes
+Tests run under a timeout because Brax/MJX can hang at large batch sizes (see
+docs/environments.md). The Playground adapter has its own file (its compile alone takes
 ~20 s of CPU), tests/test_playground.py, which reuses :func:`run_wrapped` from here.
 """
 import os

@@ -50,3 +50,17 @@ def test_unsupported_tasks_fail_clearly():
         PlaygroundEnv("NoSuchTask")
     with pytest.raises(ValueError, match="physics_impl"):
         PlaygroundEnv("CartpoleSwingup", physics_impl="cuda")
+
+
+def test_building_a_playground_env_prints_no_warp_notices():
+    """mujoco.mjx prints 'Failed to import warp' when NVIDIA Warp is absent (diffrl never uses
+    it); diffrl imports it with those two notices filtered (diffrl.envs.quiet_import)."""
+    import subprocess
+    import sys
+
+    code = "from diffrl.envs import make; make('playground/CartpoleBalance'); print('built')"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "built" in result.stdout
+    assert "Failed to import" not in result.stdout + result.stderr

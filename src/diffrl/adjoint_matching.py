@@ -3,7 +3,7 @@
 AMDP (Thilges et al. 2026, arXiv 2606.22630) fits the control of the SOC problem of
 ``diffrl.policies.reference_sde`` by Reciprocal Adjoint Matching (Adjoint Sampling,
 Havens et al. 2025, arXiv 2504.11713; Adjoint Matching, Domingo-Enrich et al. 2025,
-arXiv 2409.08861, eqs. 34, 37-39). Equations (papers.md §(b), §(e); algorithms.md §5.4):
+arXiv 2409.08861, eqs. 34, 37-39). Equations (AMDP, arXiv 2606.22630; adjoint matching, arXiv 2409.08861):
 
 (A1) terminal cost  g(x) = log p_1^ref(x) - log pi*_x(x|s),
                     pi*_x(x|s) = exp(Q(s, erf(k x)) / alpha) |J_erf(x)| / Z(s).

@@ -11,7 +11,7 @@ sample variances"::
     M2    = M2_a + M2_b + delta^2 * n_a * n_b / n,    var = M2 / n
 
 (population variance, as numpy's ``var`` with ``ddof=0``). REPPO's ``NormalizeVec``
-(research notes, algorithms.md §1.7) updates the same statistics with every batch of
+(github.com/cvoelcker/reppo) updates the same statistics with every batch of
 observations from all environments.
 """
 from __future__ import annotations

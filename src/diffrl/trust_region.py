@@ -2,7 +2,7 @@
 
 Voelcker et al. 2025, "Relative Entropy Pathwise Policy Optimization", arXiv
 2507.11019, Sec. 4 (constrained pathwise update) and reference ``src/jaxrl/reppo.py``;
-see ``algorithms.md`` §1.4. Reused unchanged by TruDi (KL = the diffusion chain's
+see the REPPO paper (arXiv 2507.11019) and its reference code (github.com/cvoelcker/reppo). Reused unchanged by TruDi (KL = the diffusion chain's
 trajectory-KL bound) and AMDP.
 
 Per state s, with value_loss(s) = alpha log pi(a~|s) - Q(s, a~) (a~ reparameterised)

@@ -2,9 +2,9 @@
 
 The rollout runs the unbatched env ``TimeLimit(RescaleAction(env))`` under ``jit`` and
 keeps only what a frame needs (qpos, qvel, mocap poses); frames are then drawn on the
-host with ``mujoco.Renderer`` after ``mj_forward`` (research notes envs.md §9).
+host with ``mujoco.Renderer`` after ``mj_forward`` (MuJoCo's Python rendering documentation).
 
-OpenGL backend (decision, envs.md §9): ``MUJOCO_GL`` is set to ``egl`` when this module
+OpenGL backend (a decision): ``MUJOCO_GL`` is set to ``egl`` when this module
 is imported before mujoco and the variable is unset (Mesa's EGL works headless on the
 CPU and uses the GPU's EGL where there is one). MuJoCo and PyOpenGL fix their backend
 at import, so a process cannot switch after EGL failed; instead the same states are

@@ -1,7 +1,7 @@
 """REPPO: Relative Entropy Pathwise Policy Optimization (Voelcker et al. 2025, arXiv 2507.11019).
 
 On-policy, max-entropy, Q-learning actor-critic with a per-state KL trust region
-(algorithms.md §1). Per minibatch, after the critic step (``soft_critic.critic_step``):
+(arXiv 2507.11019, reference code github.com/cvoelcker/reppo). Per minibatch, after the critic step (``soft_critic.critic_step``):
 
   actor:  l(s) = alpha_sg log pi(a~|s) - Q(s, a~)        if KL(s) < eps   ("clipped" rule)
                  beta_sg KL(s)                           otherwise

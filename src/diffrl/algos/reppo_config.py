@@ -1,7 +1,7 @@
 """Settings of the max-entropy, Q-learning actor-critic family (REPPO, TruDi, AMDP).
 
 Defaults follow REPPO's reference ``config/reppo.yaml`` (Voelcker et al. 2025,
-algorithms.md §1.6): KL bound 0.1, initial beta 0.01, initial alpha 0.01, entropy
+github.com/cvoelcker/reppo): KL bound 0.1, initial beta 0.01, initial alpha 0.01, entropy
 target -0.5 * action dim, Adam 3e-4 with global-norm clip 0.5, gamma 0.99, lambda 0.95.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The soft Q critic shared by REPPO, TruDi and AMDP.
 
-Per iteration (REPPO, Voelcker et al. 2025, arXiv 2507.11019; algorithms.md §1.1-1.3):
+Per iteration (REPPO, Voelcker et al. 2025, arXiv 2507.11019; github.com/cvoelcker/reppo):
   1. at every true next state s'_t draw a'_t ~ pi(.|s'_t) with its log-density term
      l'_t (exact for Gaussians, an upper-bound estimate for diffusion chains);
   2. V'_t = Q(s'_t, a'_t) and phi(s'_t, a'_t) from the critic at the START of the update;

@@ -2,7 +2,7 @@
 
 Voelcker et al. 2025, "Relative Entropy Pathwise Policy Optimization", arXiv
 2507.11019, Sec. 4 and reference ``src/networks/jax_models.py``
-(``CategoricalCriticNetwork``); see ``algorithms.md`` §1.2, §1.3, §1.10.
+(``CategoricalCriticNetwork``); see the REPPO paper (arXiv 2507.11019) and its reference code (github.com/cvoelcker/reppo).
 
 Network (all hidden layers Dense -> RMSNorm|LayerNorm -> swish, output layers plain):
 

@@ -11,7 +11,7 @@ inverted_pendulum, inverted_double_pendulum, reacher and walker2d accept all fou
 pusher, swimmer and humanoidstandup are generalized-only. With ``positional``/
 ``spring`` some tasks change timestep and gears, so dynamics differ across backends.
 
-Known hang (research notes envs.md §8.1): ``halfcheetah`` with ``backend="mjx"``
+Known hang (measured here with brax 0.14.2): ``halfcheetah`` with ``backend="mjx"``
 deadlocks on the first step at N >= 1024 parallel envs on jax/jaxlib 0.10.2 CPU.
 Use another backend or N <= 768 on the CPU, and run env tests under a timeout.
 
@@ -58,6 +58,9 @@ class BraxEnv:
             raise ValueError(f"unknown Brax task {task!r}; supported: {', '.join(BRAX_ENVS)}")
         if backend not in BRAX_BACKENDS:
             raise ValueError(f"unknown Brax backend {backend!r}; one of {BRAX_BACKENDS}")
+        from diffrl.envs.quiet_import import import_mjx_quietly
+
+        import_mjx_quietly()
         from brax import envs  # lazy: slow import
 
         self.env = envs.get_environment(task, backend=backend, **kwargs)

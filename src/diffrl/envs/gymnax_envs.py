@@ -1,7 +1,7 @@
 """Adapter for the continuous-action gymnax tasks (Lange, 2022, "gymnax: A JAX-based
 Reinforcement Learning Environment Library").
 
-gymnax 1.x ``step`` auto-resets and returns 6 values (research notes envs.md §5). We
+gymnax 1.x ``step`` auto-resets and returns 6 values (gymnax's ``Environment.step``). We
 call ``step_env`` instead, which neither resets nor applies the time limit: in gymnax
 1.0.1 its ``done`` is the natural termination only (``is_terminal`` ==
 ``is_terminated``; ``is_truncated`` is applied by ``step``). For safety the env

@@ -120,6 +120,9 @@ def use_menagerie_for(task: str) -> Path:
     Call before ``mujoco_playground.registry.load(task)``. Imports Playground.
     """
     from etils import epath
+    from diffrl.envs.quiet_import import import_mjx_quietly
+
+    import_mjx_quietly()
     from mujoco_playground._src import mjx_env
 
     playground_default = Path(mjx_env.EXTERNAL_DEPS_PATH) / "mujoco_menagerie"

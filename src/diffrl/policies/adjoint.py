@@ -1,7 +1,7 @@
 """AMDP's diffusion policy: a controlled SDE on pre-squash actions, erf-squashed.
 
-AMDP (Thilges, Celik, Blessing, Gospodinov, Neumann 2026, arXiv 2606.22630; papers.md
-§(b), algorithms.md §5.4). pi(a|s) is the law of a = erf(k X_1) for the controlled process
+AMDP (Thilges, Celik, Blessing, Gospodinov, Neumann 2026, arXiv 2606.22630). pi(a|s) is the
+law of a = erf(k X_1) for the controlled process
 dX = sigma_t u_theta(X_t, t, s) dt + sigma_t dW, X_0 = 0 (``reference_sde``, eqs. R1-R9);
 the actor is trained by reciprocal adjoint matching (``diffrl.adjoint_matching``, A1-A6).
 

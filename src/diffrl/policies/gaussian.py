@@ -6,7 +6,7 @@ PPO, whose log-density is that of u). For tanh,
 log pi(a|s) = log N(u; mu, sigma) - sum_i log(1 - tanh(u_i)^2), with the Jacobian
 term written as 2 (log 2 - u - softplus(-2u)) for stability.
 
-REPPO's trust-region KL (Voelcker et al. 2025, §1.4 of algorithms.md) is the
+REPPO's trust-region KL (Voelcker et al. 2025, arXiv 2507.11019) is the
 forward KL(pi_old || pi) estimated from K samples of pi_old. Because both policies
 share the same squashing, the Jacobian terms cancel and the estimator is evaluated
 on the pre-squash samples u directly (no atanh of clipped actions needed).
