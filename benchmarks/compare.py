@@ -15,7 +15,6 @@ time), and a learning-curve figure ``OUT/curves.png``.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 import time
@@ -24,17 +23,16 @@ from pathlib import Path
 import numpy as np
 
 
-def parse_value(text: str):
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+def parse_value(text: str) -> str:
+    """The value text, converted to the field's type when set (diffrl.overrides.set_field)."""
+    return text
 
 
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     from diffrl.core.trainer import Trainer
     from diffrl.policies.base import offered_samplers
-    from diffrl.presets import _set, resolve
+    from diffrl.overrides import set_field
+    from diffrl.presets import resolve
 
     config = resolve(algo, env, None)
     config = config.replace(total_env_steps=args.total_env_steps, num_seeds=args.num_seeds,
@@ -45,7 +43,7 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
             key = key.split(":", 1)[1]
         elif ":" in key:
             continue
-        config = _set(config, key, value)
+        config = set_field(config, key, value)
     trainer = Trainer(config)
     if args.samplers:
         wanted, note = offered_samplers(args.samplers.split(","), trainer.algo)

@@ -110,7 +110,8 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
 
     from diffrl.core.evaluate import make_evaluate
     from diffrl.core.trainer import Trainer
-    from diffrl.presets import _set, resolve
+    from diffrl.overrides import set_field
+    from diffrl.presets import resolve
 
     name = f"{env.replace('/', '_')}--{algo}"
     config = resolve(algo, env, args.preset.get(algo))
@@ -124,7 +125,7 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
         scope, _, field = key.rpartition(":") if ":" in key else key.rpartition("@")
         if scope and scope not in (algo, env):
             continue
-        config = _set(config, field, value)
+        config = set_field(config, field, value)
     probe = Trainer(config)
     samplers = tuple(s for s in (args.samplers or probe.algo.samplers) if s in probe.algo.samplers)
     config = config.replace(eval_samplers=samplers)

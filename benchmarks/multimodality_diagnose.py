@@ -21,7 +21,6 @@ evaluation sampler logged, then prints:
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import time
 
@@ -31,7 +30,8 @@ import numpy as np
 
 from diffrl.core.loop import normalise_obs
 from diffrl.core.trainer import Trainer
-from diffrl.presets import _set, resolve
+from diffrl.overrides import set_field
+from diffrl.presets import resolve
 
 FIRST_ACTIONS = 512
 EPISODES = 256
@@ -58,11 +58,7 @@ def train(a):
         cfg = cfg.replace(total_env_steps=a.steps)
     for item in a.set:
         key, value = item.split("=", 1)
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            pass
-        cfg = _set(cfg, key, value)
+        cfg = set_field(cfg, key, value)
     samplers = Trainer(cfg.replace(out=a.out + "_probe")).algo.samplers
     cfg = cfg.replace(eval_samplers=tuple(samplers))
     chunks = []

@@ -16,7 +16,6 @@ their correlation and both argmaxes. A trained state is cached under /tmp/diffrl
 """
 from __future__ import annotations
 
-import ast
 import hashlib
 import os
 import pickle
@@ -29,7 +28,8 @@ import numpy as np
 
 from diffrl.core.build import build
 from diffrl.core.loop import make_components, normalise_obs
-from diffrl.presets import _set, resolve
+from diffrl.overrides import set_field
+from diffrl.presets import resolve
 
 ENV = "playground/CartpoleBalance"
 NUM_STATES, GRID, REPEATS, HORIZON, WARMUP = 16, np.linspace(-1.0, 1.0, 9), 8, 400, 50
@@ -38,9 +38,9 @@ NUM_STATES, GRID, REPEATS, HORIZON, WARMUP = 16, np.linspace(-1.0, 1.0, 9), 8, 4
 def trained_state(steps: int, overrides: dict):
     config = resolve("reppo", ENV, None).replace(num_envs=32, num_steps=32, total_env_steps=steps,
                                                   num_evals=1, progress=False)
-    config = _set(_set(config, "reppo.num_epochs", 8), "reppo.num_minibatches", 16)
+    config = set_field(set_field(config, "reppo.num_epochs", 8), "reppo.num_minibatches", 16)
     for key, value in overrides.items():
-        config = _set(config, key, value)
+        config = set_field(config, key, value)
     env, algo, eval_env = build(config)
     comps = make_components(config, env, algo)
     ts = jax.jit(comps.init)(jax.random.PRNGKey(0))
@@ -63,7 +63,7 @@ def trained_state(steps: int, overrides: dict):
 
 def main(argv: list[str]) -> None:
     steps = int(argv[0]) if argv else 60_000
-    overrides = {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in argv[1:])}
+    overrides = {k: v for k, v in (a.split("=", 1) for a in argv[1:])}
     config, algo, eval_env, ts = trained_state(steps, overrides)
     gamma = config.reppo.gamma
     print(f"REPPO on {ENV}, {steps} env steps, overrides {overrides}")

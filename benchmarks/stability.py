@@ -30,7 +30,6 @@ last third of training (evaluations at env steps >= 2/3 of the total).
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 import time
@@ -49,11 +48,9 @@ DIAGNOSTICS = ("actor/kl", "actor/out_of_trust_region", "dual/alpha", "dual/beta
                "actor/entropy_estimate", "critic/q_mse")
 
 
-def parse_value(text: str):
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+def parse_value(text: str) -> str:
+    """The value text, converted to the field's type when set (diffrl.overrides.set_field)."""
+    return text
 
 
 class RandomPolicy:
@@ -111,7 +108,8 @@ def seed_statistics(steps, returns, low: float, high: float, total_steps: int) -
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     from diffrl.core.trainer import Trainer
     from diffrl.policies.base import offered_samplers
-    from diffrl.presets import _set, resolve
+    from diffrl.overrides import set_field
+    from diffrl.presets import resolve
 
     name = f"{env.replace('/', '_')}--{algo}"
     config = resolve(algo, env, args.preset.get(algo))
@@ -126,7 +124,7 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
             key = key.split(":", 1)[1]
         elif ":" in key:
             continue
-        config = _set(config, key, value)
+        config = set_field(config, key, value)
     probe = Trainer(config)
     samplers, note = offered_samplers(args.samplers or probe.algo.samplers, probe.algo)
     if note:

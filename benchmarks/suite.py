@@ -26,7 +26,6 @@ any TrainConfig field. ``--dry-run`` validates and prints the plan without train
 from __future__ import annotations
 
 import argparse
-import ast
 import difflib
 import json
 import shutil
@@ -47,11 +46,9 @@ class SuiteInterrupted(RuntimeError):
     """A program was stopped (SIGINT/SIGTERM) after checkpointing; rerun to continue."""
 
 
-def parse_value(text: str):
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+def parse_value(text: str) -> str:
+    """The value text, converted to the field's type when set (diffrl.overrides.set_field)."""
+    return text
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -128,7 +125,8 @@ def program_dir(out: Path, algo: str, task: str) -> Path:
 
 def make_config(settings: SuiteSettings, algo: str, task: str, overrides: dict, out: Path):
     """The validated TrainConfig of one (algo, task) program."""
-    from diffrl.presets import _set, resolve
+    from diffrl.overrides import set_field
+    from diffrl.presets import resolve
 
     config = resolve(algo, task, settings.presets.get(algo))
     config = config.replace(
@@ -142,7 +140,7 @@ def make_config(settings: SuiteSettings, algo: str, task: str, overrides: dict, 
             target, key = key.split(":", 1)
             if target != algo:
                 continue
-        config = _set(config, key, value)
+        config = set_field(config, key, value)
     config.validate()
     return config
 

@@ -103,6 +103,10 @@ def test_onnx_graph_is_checked_and_documented(exports, kind):
         assert meta["diffrl.sampler"] == sampler and meta["diffrl.kind"] == kind
         assert json.loads(meta["diffrl.noise_shape"]) == entry["noise_shape"]
         assert json.loads(meta["diffrl.action_low"]) == [-2.0] * ACT
+        graphs = list(deploy._graphs(model.graph))
+        used = {name for g in graphs for node in g.node for name in node.input}
+        assert all(init.name in used for g in graphs for init in g.initializer)  # no unused constants
+        assert not any(node.op_type == "CastLike" for g in graphs for node in g.node)  # folded by ORT
         batch_dim = model.graph.input[0].type.tensor_type.shape.dim[0]
         assert batch_dim.dim_param and not batch_dim.HasField("dim_value")  # dynamic batch
         if entry["noise_shape"] is not None and len(entry["noise_shape"]) == 2:

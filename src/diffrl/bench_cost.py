@@ -15,7 +15,6 @@ Ratios and tables: :mod:`diffrl.bench_cost_report`.
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
 import dataclasses
 import gc
@@ -100,22 +99,12 @@ def parse_algos(text: str) -> tuple[str, ...]:
 
 
 def _override(config: TrainConfig, item: str) -> TrainConfig:
-    from diffrl.presets import _set
+    from diffrl.overrides import set_field, split_override
 
-    key, sep, text = item.partition("=")
-    key = key.strip().lstrip("-").replace("-", "_")
-    if not sep or not key:
-        raise ConfigError(f"--set expects KEY=VALUE (got {item!r})")
+    key, text = split_override(item, "--set")
     if key in FLAG_OWNED:
         raise ConfigError(f"--set {key}: use the dedicated flag (--env, --num-envs, --diffusion-steps...)")
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        value = text  # a bare word is a string ("rms", "none")
-    try:
-        return _set(config, key, value)
-    except ConfigError:
-        raise ConfigError(f"--set {key}: unknown field (see diffrl train --help)") from None
+    return set_field(config, key, text, source="--set")
 
 
 def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainConfig:

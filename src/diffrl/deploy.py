@@ -94,6 +94,8 @@ def export_onnx(export_dir: str | Path, sampler: str | None = None, path: str | 
     names = ["obs"] + ([] if noise_shape is None else ["noise"])
     model = to_onnx(fn, inputs, model_name=f"diffrl_{info['kind']}_{info['sampler']}".replace("-", "_"),
                     opset=ONNX_OPSET, input_names=names, output_names=["action"])
+    _prune_unused_initializers(model)
+    model = _castlike_to_cast(model)
     for key, value in _metadata(info, noise_shape).items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
@@ -101,6 +103,54 @@ def export_onnx(export_dir: str | Path, sampler: str | None = None, path: str | 
     tmp.write_bytes(model.SerializeToString())
     tmp.replace(out)
     return out
+
+
+def _graphs(graph):
+    """``graph`` and every subgraph (loop bodies) nested in its nodes."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from _graphs(attr.g)
+            for sub in attr.graphs:
+                yield from _graphs(sub)
+
+
+def _prune_unused_initializers(model) -> None:
+    """Drop constants that no node reads (jax2onnx leaves some in loop bodies; onnxruntime would
+    warn about each one on every load)."""
+    graphs = list(_graphs(model.graph))
+    used = {name for g in graphs for node in g.node for name in node.input}
+    used |= {out.name for g in graphs for out in g.output}
+    for g in graphs:
+        keep = [init for init in g.initializer if init.name in used]
+        if len(keep) != len(g.initializer):
+            del g.initializer[:]
+            g.initializer.extend(keep)
+
+
+def _castlike_to_cast(model):
+    """Replace each CastLike whose target type is known by a plain Cast (onnxruntime has no CPU
+    kernel to constant-fold CastLike and warns about each one on every load)."""
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {}
+    for g in _graphs(inferred.graph):
+        for info in list(g.value_info) + list(g.input) + list(g.output):
+            if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
+                types[info.name] = info.type.tensor_type.elem_type
+        for init in g.initializer:
+            types[init.name] = init.data_type
+    for g in _graphs(model.graph):
+        for node in g.node:
+            if node.op_type == "CastLike" and len(node.input) == 2 and node.input[1] in types:
+                target = types[node.input[1]]
+                del node.input[1]
+                node.op_type = "Cast"
+                del node.attribute[:]
+                node.attribute.append(onnx.helper.make_attribute("to", target))
+    return model
 
 
 def export_jax(export_dir: str | Path, sampler: str | None = None, path: str | Path | None = None,

@@ -336,12 +336,10 @@ def default_preset(algo: str, env: str) -> str | None:
 
 
 def _set(config: Any, dotted: str, value: Any) -> Any:
-    head, _, rest = dotted.partition(".")
-    if not any(f.name == head for f in dataclasses.fields(config)):
-        raise ConfigError(f"preset sets unknown field {dotted!r}")
-    if rest:
-        return dataclasses.replace(config, **{head: _set(getattr(config, head), rest, value)})
-    return dataclasses.replace(config, **{head: value})
+    """A preset's setting, typed like every other override (:func:`diffrl.overrides.set_field`)."""
+    from diffrl.overrides import set_field
+
+    return set_field(config, dotted, value, source="preset")
 
 
 def apply_preset(config: TrainConfig, name: str) -> TrainConfig:
