@@ -204,3 +204,12 @@ def test_amdp_run_directory_with_reppo_kl_settings_loads_them_reset(tmp_path):
         config = load_run_config(tmp_path)
     assert config.reppo == dataclasses.replace(REPPOConfig(), critic_lr=2e-3)
     config.validate()
+
+
+def test_presets_show_prints_the_resolved_config(capsys):
+    assert main(["presets", "--show", "reppo-dmc-cpu"]) == 0
+    text = capsys.readouterr().out
+    assert "* reppo.kl_min = 0.1" in text            # set by the preset
+    assert "  reppo.gamma = 0.99" in text             # a default, unmarked
+    assert main(["presets", "--show", "reppo-dmc-cpux"]) == 2
+    assert "did you mean" in capsys.readouterr().err

@@ -132,11 +132,46 @@ def cmd_envs(argv: list[str]) -> int:
 
 
 def cmd_presets(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="diffrl presets", description="The named presets of tuned settings.")
+    p.add_argument("--show", metavar="NAME", default=None,
+                   help="print every setting of the config that preset NAME resolves to (defaults included), "
+                        "marking the ones the preset sets")
+    p.add_argument("--env", default=None, help="with --show: the environment to resolve it for (default: the "
+                   "config's default environment)")
+    args = p.parse_args(argv)
     from diffrl.presets import PRESETS
 
-    for name, overrides in PRESETS.items():
-        items = ", ".join(f"{k}={v}" for k, v in overrides.items())
-        print(f"{name}:\n    {items}")
+    if args.show is None:
+        for name, overrides in PRESETS.items():
+            items = ", ".join(f"{k}={v}" for k, v in overrides.items())
+            print(f"{name}:\n    {items}")
+        return 0
+    import dataclasses
+
+    from diffrl.config import ConfigError, TrainConfig
+    from diffrl.presets import apply_preset
+
+    try:
+        settings = PRESETS.get(args.show, {})
+        base = TrainConfig(algo=settings.get("algo", TrainConfig.algo),
+                           **({"env": args.env} if args.env else {}))
+        config = apply_preset(base, args.show)
+    except ConfigError as e:
+        print(f"diffrl presets: {e}", file=sys.stderr)
+        return 2
+    set_here = set(settings)
+
+    def walk(obj, prefix=""):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                yield from walk(value, f"{prefix}{f.name}.")
+            else:
+                yield f"{prefix}{f.name}", value
+
+    print(f"{args.show} (resolved; * = set by the preset, the rest are defaults):")
+    for name, value in walk(config):
+        print(f"  {'*' if name in set_here else ' '} {name} = {value!r}")
     return 0
 
 
