@@ -37,3 +37,32 @@ def test_kl_multiplier_floor_holds_beta_at_every_step():
 def test_negative_floor_is_refused():
     with pytest.raises(ValueError, match="kl-min"):
         REPPOConfig(kl_min=-0.1).validate()
+
+
+def alpha_after_training(algo: str, alpha_max: float):
+    """The temperature after 16 SGD steps with an unreachable entropy target (alpha climbs)."""
+    config = resolve(algo, "gymnax/Pendulum-v1", None).replace(
+        total_env_steps=2 * 512, num_envs=16, num_steps=32, num_evals=1, eval_envs=2)
+    config = config.replace(reppo=dataclasses.replace(
+        config.reppo, num_minibatches=4, num_epochs=2, ent_start=0.02, alpha_max=alpha_max,
+        **({} if algo == "amdp" else {"target_entropy_mult": -50.0})))
+    if algo == "amdp":
+        config = config.replace(adjoint=dataclasses.replace(config.adjoint, entropy_target_mult=50.0))
+    state, metrics = jax.jit(make_train(config))(seed_keys(0, 1)[0])
+    return float(np.exp(state.algo.log_alpha)), np.asarray(metrics["dual/alpha"])
+
+
+@pytest.mark.parametrize("algo", ["reppo", "amdp"])
+def test_temperature_ceiling_holds_alpha_at_every_step(algo):
+    free_final, _ = alpha_after_training(algo, 0.0)
+    assert free_final > 0.02 * (1 + 2e-3)
+    capped_final, capped_logged = alpha_after_training(algo, 0.02)
+    assert capped_final == pytest.approx(0.02, rel=1e-6)
+    assert np.all(capped_logged <= 0.02 * (1 + 1e-6)), capped_logged
+
+
+def test_temperature_ceiling_is_checked():
+    with pytest.raises(ValueError, match="alpha-max"):
+        REPPOConfig(alpha_max=-1.0).validate()
+    with pytest.raises(ValueError, match="below the initial temperature"):
+        REPPOConfig(alpha_max=0.001, ent_start=0.01).validate()

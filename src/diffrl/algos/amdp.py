@@ -153,6 +153,8 @@ class AMDP(SoftActorCritic):
                 grads = jax.grad(dual_loss)(duals, am_metrics["am/kl"])
                 updates, dual_opt = self.dual_optimizer.update(grads, dual_opt, duals)
                 duals = optax.apply_updates(duals, updates)
+                if c.alpha_max > 0:
+                    duals = (jnp.minimum(duals[0], math.log(c.alpha_max)), duals[1])
             metrics = {**critic_metrics, **am_metrics, **{f"actor/{k}": v for k, v in score_metrics.items()},
                        "dual/alpha": alpha_now}
             if mode == "dual":  # otherwise log_lambda means nothing (am/lambda is the multiplier)

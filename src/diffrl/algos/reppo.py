@@ -124,6 +124,9 @@ class REPPO(SoftActorCritic):
             if c.kl_min > 0:
                 params, log_alpha, log_beta = actor_vars
                 actor_vars = (params, log_alpha, jnp.maximum(log_beta, math.log(c.kl_min)))
+            if c.alpha_max > 0:
+                params, log_alpha, log_beta = actor_vars
+                actor_vars = (params, jnp.minimum(log_alpha, math.log(c.alpha_max)), log_beta)
             actor_metrics["actor/grad_norm"] = optax.global_norm(grads[0])
             return (actor_vars, critic_params, actor_opt, critic_opt), {**critic_metrics, **actor_metrics}
 

@@ -43,6 +43,10 @@ class REPPOConfig:
     policy starts to move (benchmarks/results/stability/README.md)."""
     ent_start: float = 0.01
     """Initial temperature alpha."""
+    alpha_max: float = 0.0
+    """Ceiling on the temperature alpha (0 = none, as in the reference). When the entropy target
+    is above what a converged policy keeps, the temperature dual climbs for as long as training
+    lasts; the ceiling bounds the weight of the entropy term (benchmarks/results/stability/README.md)."""
     target_entropy_mult: float = 0.5
     """Entropy target H* = -target_entropy_mult * action_dim (in the units of the policy's
     entropy estimate; DIME-style diffusion bounds use about 4)."""
@@ -61,6 +65,11 @@ class REPPOConfig:
                 problems.append(f"--reppo.{name.replace('_', '-')} must be positive (got {getattr(self, name)})")
         if not 0 <= self.kl_min:
             problems.append(f"--reppo.kl-min must be >= 0 (got {self.kl_min})")
+        if not 0 <= self.alpha_max:
+            problems.append(f"--reppo.alpha-max must be >= 0 (got {self.alpha_max})")
+        elif 0 < self.alpha_max < self.ent_start:
+            problems.append(f"--reppo.alpha-max ({self.alpha_max}) is below the initial temperature "
+                            f"--reppo.ent-start ({self.ent_start})")
         if not 0 <= self.critic_weight_decay < 1:
             problems.append(f"--reppo.critic-weight-decay must be in [0, 1) (got {self.critic_weight_decay})")
         if not 0 < self.gamma <= 1:
