@@ -185,8 +185,13 @@ def test_run_directory_from_before_the_rename_loads_with_the_new_names(tmp_path)
         (run / "config.json").write_text(json.dumps(record))
         with pytest.warns(UserWarning) as warned:
             config = load_run_config(run)
-        assert config.eval_samplers == loaded and config.diffusion.noise_free_coef == 0.25
+        assert config.eval_samplers == loaded
         assert any("are now called" in str(w.message) for w in warned) == (algo == "trudi")
+        if algo == "trudi":
+            assert config.diffusion.noise_free_coef == 0.25
+        else:  # AMDP never reads the diffusion section: the stored value is reset, with a warning
+            assert config.diffusion.noise_free_coef == 1.0
+            assert any("never read by amdp" in str(w.message) for w in warned)
 
 
 def test_amdp_run_directory_with_reppo_kl_settings_loads_them_reset(tmp_path):

@@ -112,10 +112,42 @@ def test_amdp_refuses_reppo_settings_it_does_not_read(field, value, hint):
 
     reppo = dataclasses.replace(REPPOConfig(), **{field: value})
     flag = "--reppo." + field.replace("_", "-")
-    with pytest.raises(ConfigError, match=f"{flag} .* is not used by amdp: .*{hint}"):
+    with pytest.raises(ConfigError, match=f"{flag} .* has no effect with --algo amdp: .*{hint}"):
         TrainConfig(algo="amdp", reppo=reppo).validate()
     for algo in ("reppo", "trudi", "amdp-backprop"):  # they read it
         TrainConfig(algo=algo, reppo=reppo).validate()
+
+
+@pytest.mark.parametrize("algo,flag,value", [
+    ("trudi", "adjoint.num_steps", 4),
+    ("amdp", "gaussian.hidden", (64,)),
+    ("amdp", "diffusion.num_steps", 4),
+    ("reppo", "ppo.learning_rate", 1e-3),
+    ("ppo", "critic.vmax", 50.0),
+    ("ppo", "reppo.kl_bound", 0.2),
+])
+def test_a_section_the_algorithm_does_not_read_is_refused(algo, flag, value):
+    """A changed field of a config section the algorithm never reads would do nothing: refused
+    before anything is built, naming the sections it does read."""
+    from diffrl.algos import ALGORITHM_SECTIONS, UNUSED_SETTINGS
+    from diffrl.overrides import set_field
+
+    config = set_field(TrainConfig(algo=algo), flag, value)
+    cli_flag = "--" + flag.replace("_", "-")
+    with pytest.raises(ConfigError, match=f"{cli_flag} .* has no effect with --algo {algo}: {algo} does not read"):
+        config.validate()
+    readers = [a for a, sections in ALGORITHM_SECTIONS.items()
+               if flag.split(".")[0] in sections and flag not in UNUSED_SETTINGS.get(a, {})]
+    assert readers
+    set_field(TrainConfig(algo=readers[0]), flag, value).validate()
+
+
+def test_every_preset_sets_only_sections_its_algorithm_reads():
+    from diffrl.algos import unused_setting_errors
+
+    for name, preset in PRESETS.items():
+        config = apply_preset(TrainConfig(algo=preset.get("algo", "reppo")), name)
+        assert not unused_setting_errors(config), name
 
 
 def test_amdp_presets_carry_no_reppo_kl_settings():

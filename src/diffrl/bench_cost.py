@@ -101,10 +101,18 @@ def parse_algos(text: str) -> tuple[str, ...]:
 def _override(config: TrainConfig, item: str) -> TrainConfig:
     from diffrl.overrides import set_field, split_override
 
+    from diffrl.algos import ALGORITHM_SECTIONS, CONFIG_SECTIONS
+
     key, text = split_override(item, "--set")
     if key in FLAG_OWNED:
         raise ConfigError(f"--set {key}: use the dedicated flag (--env, --num-envs, --diffusion-steps...)")
-    return set_field(config, key, text, source="--set")
+    section = key.split(".")[0]
+    config = set_field(config, key, text, source="--set")  # checks name and type for every contender
+    if section in CONFIG_SECTIONS and section not in ALGORITHM_SECTIONS.get(config.algo, (section,)):
+        # one --set list sizes every contender: a section this one does not read stays at its default
+        default = type(getattr(config, section))()
+        config = dataclasses.replace(config, **{section: default})
+    return config
 
 
 def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainConfig:

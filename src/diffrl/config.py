@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from diffrl.algos import unused_setting_errors
+from diffrl.algos import ALGORITHM_SECTIONS, batch_section, unused_setting_errors
 from diffrl.algos.ppo_config import PPOConfig
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
@@ -236,16 +236,18 @@ class TrainConfig:
                 errors.append(f"--env-overrides: {item!r} is not KEY=VALUE")
         if self.env_overrides and not self.env.startswith("playground/"):
             errors.append(f"--env-overrides apply to playground/* tasks only (env is {self.env})")
-        for sub in ("ppo", "reppo", "gaussian", "adjoint"):
+        # each algorithm's sections validate themselves (diffrl.algos.ALGORITHM_SECTIONS); the
+        # sections it does not read must stay at their defaults (unused_setting_errors below)
+        for sub in ALGORITHM_SECTIONS.get(self.algo, ()):
+            validate = getattr(getattr(self, sub), "validate", None)
             try:
-                getattr(self, sub).validate()
+                if validate is not None:
+                    validate()
             except ValueError as e:
                 errors.append(str(e))
-        if self.num_envs > 0 and self.num_steps > 0:
-            if self.algo == "ppo":
-                errors.extend(self.ppo.batch_errors(self.batch_size))
-            elif self.algo in ("reppo", "trudi", "amdp", "amdp-backprop"):
-                errors.extend(self.reppo.batch_errors(self.batch_size))
+        section = batch_section(self.algo)
+        if section is not None and self.num_envs > 0 and self.num_steps > 0:
+            errors.extend(getattr(self, section).batch_errors(self.batch_size))
         errors.extend(unused_setting_errors(self))
         errors.extend(self._device_errors())
         if errors:

@@ -67,25 +67,59 @@ UNUSED_SETTINGS: dict[str, dict[str, str]] = {
 }
 
 
-def _changed_unused_settings(config) -> list[tuple[str, str, str, object, object]]:
-    """(dotted name, section, field, value, default) of each :data:`UNUSED_SETTINGS` entry of
-    ``config.algo`` whose value differs from its default."""
+# The config sections each algorithm reads, its SGD settings' section first (whose batch checks
+# apply). A field of any other section that differs from its default is refused like an entry of
+# UNUSED_SETTINGS: --adjoint.num-steps does nothing for TruDi, --gaussian.hidden nothing for AMDP.
+ALGORITHM_SECTIONS: dict[str, tuple[str, ...]] = {
+    "amdp": ("reppo", "adjoint", "critic"),
+    "amdp-backprop": ("reppo", "adjoint", "critic"),
+    "trudi": ("reppo", "diffusion", "critic"),
+    "ppo": ("ppo", "gaussian"),
+    "reppo": ("reppo", "gaussian", "critic"),
+}
+CONFIG_SECTIONS = ("ppo", "reppo", "critic", "gaussian", "diffusion", "adjoint")
+"""Every algorithm-owned section of TrainConfig."""
+
+
+def batch_section(algo: str) -> str | None:
+    """The section holding ``algo``'s epochs and minibatches (None for an unknown algorithm)."""
+    return ALGORITHM_SECTIONS.get(algo, (None,))[0]
+
+
+def _unread_reason(config, section: str) -> str:
+    reads = ", ".join(f"--{s}.*" for s in ALGORITHM_SECTIONS[config.algo])
+    return f"{config.algo} does not read the {section} section (it reads {reads})"
+
+
+def _changed_unused_settings(config) -> list[tuple[str, str, str, object, object, str]]:
+    """(dotted name, section, field, value, default, reason) of each setting ``config.algo``
+    does not read, :data:`UNUSED_SETTINGS` or a field of a section outside
+    :data:`ALGORITHM_SECTIONS`, whose value differs from its default."""
     changed = []
-    for dotted in UNUSED_SETTINGS.get(config.algo, {}):
+    for dotted, reason in UNUSED_SETTINGS.get(config.algo, {}).items():
         section, name = dotted.split(".")
         sub = getattr(config, section)
         value, default = getattr(sub, name), getattr(type(sub)(), name)
         if value != default:
-            changed.append((dotted, section, name, value, default))
+            changed.append((dotted, section, name, value, default, reason))
+    if config.algo in ALGORITHM_SECTIONS:
+        for section in CONFIG_SECTIONS:
+            if section in ALGORITHM_SECTIONS[config.algo]:
+                continue
+            sub, defaults = getattr(config, section), type(getattr(config, section))()
+            for f in dataclasses.fields(sub):
+                value, default = getattr(sub, f.name), getattr(defaults, f.name)
+                if value != default:
+                    changed.append((f"{section}.{f.name}", section, f.name, value, default,
+                                    _unread_reason(config, section)))
     return changed
 
 
 def unused_setting_errors(config) -> list[str]:
     """Errors for every setting in :data:`UNUSED_SETTINGS` of ``config.algo`` that differs from
     its default, each naming what the algorithm reads instead."""
-    return [f"--{dotted.replace('_', '-')} ({value!r}) is not used by {config.algo}: "
-            f"{UNUSED_SETTINGS[config.algo][dotted]}"
-            for dotted, _, _, value, _ in _changed_unused_settings(config)]
+    return [f"--{dotted.replace('_', '-')} ({value!r}) has no effect with --algo {config.algo}: {reason}"
+            for dotted, _, _, value, _, reason in _changed_unused_settings(config)]
 
 
 def without_unused_settings(config):
@@ -93,7 +127,7 @@ def without_unused_settings(config):
     the dotted names that were changed). For run directories written before these settings were
     refused (older AMDP presets carried REPPO's KL settings, which AMDP never read)."""
     changed = _changed_unused_settings(config)
-    for _, section, name, _, default in changed:
+    for _, section, name, _, default, _ in changed:
         sub = dataclasses.replace(getattr(config, section), **{name: default})
         config = dataclasses.replace(config, **{section: sub})
     return config, [dotted for dotted, *_ in changed]
