@@ -43,7 +43,7 @@ from suite_settings import score_range  # noqa: E402
 from diffrl.plotting import save_figure  # noqa: E402
 
 LEVEL = 0.95
-GRID_POINTS = 50
+GRID_POINTS = 100  # diffrl.stats.CURVE_GRID_POINTS: the grid diffrl plot uses
 
 
 def group_records(records: list[dict]) -> dict[str, dict[str, list[dict]]]:
@@ -60,20 +60,11 @@ def group_records(records: list[dict]) -> dict[str, dict[str, list[dict]]]:
 
 
 def align(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Curves (x, y) of several runs -> (grid, values (points, runs)).
+    """Curves (x, y) of several runs -> (grid, values (points, runs)):
+    :func:`diffrl.stats.align_curves`, the alignment ``diffrl plot`` uses."""
+    from diffrl.stats import align_curves
 
-    Curves on the same x stay as they are; otherwise every curve is linearly interpolated
-    onto GRID_POINTS points of the range that all of them cover (never extrapolated).
-    """
-    xs = [np.asarray(x, np.float64) for x, _ in curves]
-    ys = [np.asarray(y, np.float64) for _, y in curves]
-    if all(len(x) == len(xs[0]) and np.array_equal(x, xs[0]) for x in xs):
-        return xs[0], np.stack(ys, axis=1)
-    lo, hi = max(x[0] for x in xs), min(x[-1] for x in xs)
-    if not hi > lo:
-        raise ValueError("curves share no common x range")
-    grid = np.linspace(lo, hi, GRID_POINTS)
-    return grid, np.stack([np.interp(grid, x, y) for x, y in zip(xs, ys)], axis=1)
+    return align_curves(curves, GRID_POINTS)
 
 
 def parse_score_ranges(items: list[str]) -> dict[str, tuple[float, float]]:

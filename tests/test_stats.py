@@ -103,3 +103,32 @@ def test_curve_band_is_the_mean_over_runs_with_an_interval_around_it():
     assert np.all((hi - lo > 0.35) & (hi - lo < 0.8))
     mean, lo, hi = mean_ci_along_last_axis(np.array([[1.0], [2.0]]))
     np.testing.assert_array_equal(lo, hi)
+
+
+def test_one_curve_alignment_and_band_for_plot_and_aggregate():
+    """diffrl plot and benchmarks/aggregate.py share diffrl.stats.align_curves and
+    mean_ci_along_last_axis: the same curves give the same grid and band."""
+    import aggregate
+
+    from diffrl import plotting
+    from diffrl.stats import CURVE_GRID_POINTS, align_curves, mean_ci_along_last_axis
+
+    assert aggregate.GRID_POINTS == plotting.GRID_POINTS == CURVE_GRID_POINTS
+    curves = [(np.array([0.0, 1.0, 2.0]), np.array([[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]])),
+              (np.array([0.5, 1.5, 3.0]), np.array([5.0, 15.0, 30.0]))]
+    grid, values = align_curves(curves)
+    assert grid[0] == 0.5 and grid[-1] == 2.0 and values.shape == (CURVE_GRID_POINTS, 3)
+    np.testing.assert_allclose(values[:, 0], grid)
+    np.testing.assert_allclose(values[:, 2], 10 * grid)
+    g2, v2 = aggregate.align([(x, y[:, 0] if y.ndim == 2 else y) for x, y in curves])
+    np.testing.assert_array_equal(g2, grid)
+    mean, lo, hi = mean_ci_along_last_axis(values, 0.95, 500, seed=3)
+    lo_p, hi_p = plotting.bootstrap_mean_ci(values, 0.95, seed=3)
+    assert np.all(lo <= mean) and np.all(mean <= hi) and lo_p.shape == lo.shape
+    with pytest.raises(ValueError, match="no common x range"):
+        align_curves([(np.array([0.0, 1.0]), np.array([1.0, 2.0])), (np.array([2.0, 3.0]), np.array([1.0, 2.0]))])
+    nan_values = np.array([[1.0, np.nan, 3.0], [2.0, 2.0, 2.0]])
+    m, lo1, hi1 = mean_ci_along_last_axis(nan_values, 0.95, 200)
+    assert m[0] == 2.0 and np.all(np.isfinite(lo1)) and np.all(np.isfinite(hi1))
+    single = mean_ci_along_last_axis(np.array([[1.0], [2.0]]))
+    np.testing.assert_array_equal(single[1], single[2])

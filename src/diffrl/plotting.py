@@ -10,7 +10,9 @@ algorithm.
 
 Runs of a group are aligned on their x values; when the grids differ (always for
 ``walltime``) every seed's curve is linearly interpolated onto 100 points of the range
-that all of them cover (never extrapolated).
+that all of them cover (never extrapolated). Alignment and band are
+:func:`diffrl.stats.align_curves` and :func:`diffrl.stats.mean_ci_along_last_axis`, the same
+functions ``benchmarks/aggregate.py`` uses.
 
 Uses matplotlib's Agg backend (no display needed).
 """
@@ -22,6 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+from diffrl.stats import align_curves, mean_ci_along_last_axis
 
 X_AXES = ("env_steps", "walltime")
 BOOTSTRAP_SAMPLES = 2000
@@ -92,34 +96,10 @@ def run_curve(run_dir: str | Path, x: str = "env_steps", y: str = "eval/episode_
 
 def bootstrap_mean_ci(samples: np.ndarray, level: float = 0.95, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """samples (n_points, n_seeds) -> (low, high) (n_points,) percentile-bootstrap CI of
-    the mean over seeds. With one seed the band collapses to the mean."""
-    samples = np.asarray(samples, np.float64)
-    n = samples.shape[1]
-    if n < 2:
-        m = np.nanmean(samples, axis=1)
-        return m, m
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(BOOTSTRAP_SAMPLES, n))
-    means = np.nanmean(samples[:, idx], axis=2)  # (n_points, B)
-    alpha = (1.0 - level) / 2.0
-    return np.nanquantile(means, alpha, axis=1), np.nanquantile(means, 1.0 - alpha, axis=1)
-
-
-def _align(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Several (x, values) curves -> one x grid and values (n, total seeds)."""
-    curves = [(cx, cv) for cx, cv in curves if len(cx)]
-    if not curves:
-        return np.zeros((0,)), np.zeros((0, 0))
-    first = curves[0][0]
-    if all(len(cx) == len(first) and np.array_equal(cx, first) for cx, _ in curves):
-        return first, np.concatenate([cv for _, cv in curves], axis=1)
-    lo = max(cx[0] for cx, _ in curves)
-    hi = min(cx[-1] for cx, _ in curves)
-    if not hi > lo:  # no common range: keep the longest curve only
-        return max(curves, key=lambda c: c[0][-1] - c[0][0])
-    grid = np.linspace(lo, hi, GRID_POINTS)
-    cols = [np.interp(grid, cx, cv[:, j]) for cx, cv in curves for j in range(cv.shape[1])]
-    return grid, np.stack(cols, axis=1)
+    the mean over seeds (:func:`diffrl.stats.mean_ci_along_last_axis`). With one seed the band
+    collapses to the mean."""
+    _, low, high = mean_ci_along_last_axis(samples, level, BOOTSTRAP_SAMPLES, seed)
+    return low, high
 
 
 def plot_runs(
@@ -154,11 +134,10 @@ def plot_runs(
     fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 3.6 * rows), squeeze=False)
     for ax, env in zip(axes.flat, envs):
         for algo in sorted(groups[env]):
-            grid, values = _align(groups[env][algo])
+            grid, values = align_curves(groups[env][algo], GRID_POINTS)
             if len(grid) == 0:
                 continue
-            mean = np.nanmean(values, axis=1)
-            low, high = bootstrap_mean_ci(values)
+            mean, low, high = mean_ci_along_last_axis(values, 0.95, BOOTSTRAP_SAMPLES)
             color = algo_colors[algo]  # the same colour for an algorithm in every panel
             n = values.shape[1]
             ax.plot(grid, mean, color=color, label=f"{algo} ({n} seed{'s' if n != 1 else ''})")

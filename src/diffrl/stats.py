@@ -20,6 +20,7 @@ Everything is plain NumPy, deterministic given ``seed``.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Sequence
 
 import numpy as np
@@ -106,14 +107,54 @@ def mean_ci_along_last_axis(values, level: float = 0.95, resamples: int = DEFAUL
                             seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """values (points, runs) -> (mean, low, high), each (points,): a bootstrap interval of
     the mean over runs at every point of a curve (the same resampled runs at every point,
-    so the band is that of whole curves)."""
+    so the band is that of whole curves). NaNs (a run without a value at a point) are left
+    out of each mean; with one run the band collapses to its curve. The one implementation
+    behind ``diffrl plot`` and ``benchmarks/aggregate.py``."""
     _check_level(level)
     values = np.asarray(values, np.float64)
     if values.ndim != 2 or values.shape[1] == 0:
         raise ValueError(f"expected a (points, runs) array with at least one run, got shape {values.shape}")
-    rng = np.random.default_rng(seed)
-    n = values.shape[1]
-    idx = rng.integers(0, n, size=(resamples, n))
-    means = values[:, idx].mean(axis=2)  # (points, resamples)
-    alpha = (1.0 - level) / 2.0
-    return values.mean(axis=1), np.quantile(means, alpha, axis=1), np.quantile(means, 1.0 - alpha, axis=1)
+    with warnings.catch_warnings():  # a resample may hold only a point's missing values
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(values, axis=1)
+        n = values.shape[1]
+        if n < 2:
+            return mean, mean.copy(), mean.copy()
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, n, size=(resamples, n))
+        means = np.nanmean(values[:, idx], axis=2)  # (points, resamples)
+        alpha = (1.0 - level) / 2.0
+        return mean, np.nanquantile(means, alpha, axis=1), np.nanquantile(means, 1.0 - alpha, axis=1)
+
+
+CURVE_GRID_POINTS = 100
+"""Points of the common grid onto which curves on different x values are interpolated."""
+
+
+def align_curves(curves, grid_points: int = CURVE_GRID_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """Curves ``(x (points,), values (points,) or (points, k))`` of several runs -> ``(grid,
+    values (grid points, total columns))``: the one alignment behind ``diffrl plot`` and
+    ``benchmarks/aggregate.py``.
+
+    Curves on the same x stay as they are (columns side by side); otherwise every column is
+    linearly interpolated onto ``grid_points`` points of the x range that all curves cover
+    (never extrapolated). Empty curves are skipped; curves without a common range are refused.
+    """
+    prepared = []
+    for x, y in curves:
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        if len(x) == 0:
+            continue
+        prepared.append((x, y[:, None] if y.ndim == 1 else y))
+    if not prepared:
+        return np.zeros((0,)), np.zeros((0, 0))
+    first = prepared[0][0]
+    if all(len(x) == len(first) and np.array_equal(x, first) for x, _ in prepared):
+        return first, np.concatenate([y for _, y in prepared], axis=1)
+    lo, hi = max(x[0] for x, _ in prepared), min(x[-1] for x, _ in prepared)
+    if not hi > lo:
+        raise ValueError(f"the curves share no common x range (their ranges: "
+                         f"{[(float(x[0]), float(x[-1])) for x, _ in prepared]})")
+    grid = np.linspace(lo, hi, grid_points)
+    columns = [np.interp(grid, x, y[:, j]) for x, y in prepared for j in range(y.shape[1])]
+    return grid, np.stack(columns, axis=1)
