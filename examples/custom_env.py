@@ -100,6 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-train", action="store_true", help="only check the env")
     parser.add_argument("--total-env-steps", type=int, default=100_000)
+    parser.add_argument("--out", default="runs/custom_env_example", help="run directory to write")
     args = parser.parse_args()
 
     # 1. Register a factory under a name; kwargs of make() go to the factory.
@@ -117,7 +118,7 @@ def main() -> None:
         config = TrainConfig(
             algo="ppo", env="user/Navigate2D", total_env_steps=args.total_env_steps,
             num_envs=64, num_steps=32, num_evals=4, eval_envs=16, progress=False,
-            tensorboard=False, out="runs/custom_env_example",
+            tensorboard=False, out=args.out,
         )
         summary = Trainer(config).run()
         final = summary["final"]
