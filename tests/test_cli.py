@@ -86,6 +86,10 @@ def test_eval_export_plot_on_a_run(tmp_path, capsys):
     results = json.loads((tmp_path / "e.json").read_text())
     assert results["samplers"]["mean"]["episode_length"] == 200.0
     assert main(["eval", str(out), "--sampler", "ode"]) == 2  # not offered by a Gaussian policy
+    capsys.readouterr()
+    assert main(["eval", str(out), "--episodes", "2", "--sampler", "mean,best-of-k"]) == 0  # a list, comma-separated
+    text = capsys.readouterr().out
+    assert "mean" in text and "best-of-k" in text and "sample " not in text
     assert main(["export", str(out), "--out", str(tmp_path / "pol")]) == 0
     act = diffrl.load_policy(tmp_path / "pol")
     action = act(np.zeros((5, 3), np.float32), jax.random.PRNGKey(0))

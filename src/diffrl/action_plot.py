@@ -98,8 +98,10 @@ def cmd_actions(argv: list[str]) -> int:
                                 description="Plot the action distribution of a trained run at chosen states.")
     p.add_argument("run_dir")
     p.add_argument("--out", required=True, help="figure file (png, pdf, svg)")
-    p.add_argument("--sampler", action="append", default=None,
-                   help="sampler to draw with (repeatable); default: every sampler of the policy")
+    from diffrl.commands import _sampler_list
+
+    p.add_argument("--sampler", action="append", default=None, type=_sampler_list,
+                   help="sampler(s) to draw with: repeat the flag or separate names with commas; default: every sampler of the policy")
     p.add_argument("--states", type=int, default=3, help="number of states (rows)")
     p.add_argument("--samples", type=int, default=2000, help="actions per state and sampler")
     p.add_argument("--warmup-steps", type=int, default=0,
@@ -113,7 +115,8 @@ def cmd_actions(argv: list[str]) -> int:
     from diffrl.commands import load_trained
 
     trainer, state, meta = load_trained(args.run_dir, args.checkpoint)
-    samplers = args.sampler or [s for s in trainer.algo.samplers if s in trainer.algo.policy.samplers]
+    samplers = ([name for group in args.sampler for name in group] if args.sampler
+                else [s for s in trainer.algo.samplers if s in trainer.algo.policy.samplers])
     unknown = [s for s in samplers if s not in trainer.algo.samplers]
     if unknown:
         from diffrl.policies.base import renamed_sampler_note

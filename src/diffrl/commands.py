@@ -20,6 +20,14 @@ import jax
 import numpy as np
 
 
+
+def _sampler_list(text: str) -> list[str]:
+    """--sampler value: one name or several separated by commas."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected a sampler name")
+    return names
+
 def load_trained(run_dir: str | Path, checkpoint: str = "latest", **overrides):
     """(trainer, restored train state) of a run directory; every leaf has a seeds axis."""
     from diffrl.checkpoint import best_checkpoint, latest_valid_checkpoint, read_metadata, restore_checkpoint
@@ -42,8 +50,8 @@ def load_trained(run_dir: str | Path, checkpoint: str = "latest", **overrides):
 def cmd_eval(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="diffrl eval", description="Evaluate a trained run.")
     p.add_argument("run_dir")
-    p.add_argument("--sampler", action="append", default=None,
-                   help="evaluation sampler (repeatable); default: every sampler the algorithm offers")
+    p.add_argument("--sampler", action="append", default=None, type=_sampler_list,
+                   help="evaluation sampler(s): repeat the flag or separate names with commas (--sampler sde,noise-free); default: every sampler the algorithm offers")
     p.add_argument("--episodes", type=int, default=64, help="parallel episodes per seed")
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest")
     p.add_argument("--seed", type=int, default=0, help="evaluation key")
@@ -54,7 +62,7 @@ def cmd_eval(argv: list[str]) -> int:
     if args.episodes < 1:
         p.error("--episodes must be >= 1")
     trainer, state, meta = load_trained(args.run_dir, args.checkpoint, eval_envs=args.episodes)
-    samplers = args.sampler or list(trainer.algo.samplers)
+    samplers = [name for group in args.sampler for name in group] if args.sampler else list(trainer.algo.samplers)
     unknown = [s for s in samplers if s not in trainer.algo.samplers]
     if unknown:
         from diffrl.policies.base import renamed_sampler_note
