@@ -2,8 +2,8 @@
 
 Usage (the command behind ``benchmarks/results/reppo_cartpole_balance/q_oracle_*.txt``):
 
-    python benchmarks/q_oracle.py 60000 reppo.target_entropy_mult=0.5   # reference H* = -0.5 d
-    python benchmarks/q_oracle.py 60000 reppo.target_entropy_mult=-0.5  # CPU preset H* = +0.5 d
+    python benchmarks/q_oracle.py 60000 reppo.entropy_target_mult=-0.5  # reference H* = -0.5 d
+    python benchmarks/q_oracle.py 60000 reppo.entropy_target_mult=0.5   # CPU preset H* = +0.5 d
 
 Trains REPPO on Playground CartpoleBalance for STEPS env steps (32 envs x 32 steps, 8 epochs x
 16 minibatches, plus any ``field=value`` overrides), then picks 16 states visited by the

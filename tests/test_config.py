@@ -100,7 +100,7 @@ def test_env_overrides_are_parsed_and_validated():
     ("kl_bound", 0.05, "--adjoint.kl-bound"),
     ("kl_start", 1.0, "--adjoint.lambda-init"),
     ("kl_min", 0.1, "--adjoint.trust-region"),
-    ("target_entropy_mult", -0.5, "--adjoint.entropy-target-mult"),
+    ("entropy_target_mult", 0.5, "--adjoint.entropy-target-mult"),
     ("actor_loss_mode", "full", "--adjoint.trust-region"),
 ])
 def test_amdp_refuses_reppo_settings_it_does_not_read(field, value, hint):

@@ -83,3 +83,21 @@ def test_split_override():
     assert split_override("--reppo.kl-bound=0.2") == ("reppo.kl_bound", "0.2")
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         split_override("reppo.kl_bound")
+
+
+def test_the_old_entropy_target_flag_is_refused_with_the_new_convention(capsys):
+    from diffrl.cli import main
+
+    with pytest.raises(ConfigError, match="entropy-target-mult.*negated"):
+        set_field(TrainConfig(algo="reppo"), "reppo.target_entropy_mult", "0.5")
+    assert main(["train", "--algo", "reppo", "--reppo.target-entropy-mult", "-0.5"]) == 2
+    assert "--reppo.entropy-target-mult" in capsys.readouterr().err
+
+
+def test_a_stored_old_entropy_target_loads_negated():
+    from diffrl.algos.reppo_config import REPPOConfig
+    from diffrl.export import config_from_json
+
+    with pytest.warns(UserWarning, match="target_entropy_mult -> entropy_target_mult \\(negated\\)"):
+        config = config_from_json(REPPOConfig, {"target_entropy_mult": -0.5, "kl_bound": 0.2})
+    assert config.entropy_target_mult == 0.5 and config.kl_bound == 0.2

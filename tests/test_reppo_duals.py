@@ -45,7 +45,7 @@ def alpha_after_training(algo: str, alpha_max: float):
         total_env_steps=2 * 512, num_envs=16, num_steps=32, num_evals=1, eval_envs=2)
     config = config.replace(reppo=dataclasses.replace(
         config.reppo, num_minibatches=4, num_epochs=2, ent_start=0.02, alpha_max=alpha_max,
-        **({} if algo == "amdp" else {"target_entropy_mult": -50.0})))
+        **({} if algo == "amdp" else {"entropy_target_mult": 50.0})))
     if algo == "amdp":
         config = config.replace(adjoint=dataclasses.replace(config.adjoint, entropy_target_mult=50.0))
     state, metrics = jax.jit(make_train(config))(seed_keys(0, 1)[0])

@@ -42,6 +42,13 @@ def cmd_train(argv: list[str]) -> int:
     from diffrl.config import ConfigError, TrainConfig
     from diffrl.presets import resolve
 
+    from diffrl.overrides import RENAMED_FIELDS, normalise_name
+
+    for arg in argv:
+        name = normalise_name(arg.lstrip("-").split("=", 1)[0]) if arg.startswith("--") else None
+        if name in RENAMED_FIELDS:
+            print(f"diffrl train: {arg.split('=', 1)[0]} {RENAMED_FIELDS[name]}", file=sys.stderr)
+            return 2
     if "--resume" in argv or any(a.startswith("--resume=") for a in argv):
         return _train_resume(argv)
     algo, env, preset = _preparse(argv)

@@ -114,16 +114,25 @@ def config_from_json(config_class: type, fields: dict) -> Any:
     """Rebuild a frozen config dataclass: JSON lists become tuples, nested dataclass
     fields are rebuilt from their default's type; unknown fields are refused.
 
-    A field the class renamed (its optional class attribute ``renamed_fields``, old -> new)
-    is read under its new name with a warning, so configs stored before the rename load.
+    A field the class renamed (its optional class attribute ``renamed_fields``, old -> new, or
+    old -> (new, "negated") when the convention's sign changed) is read under its new name with a
+    warning, so configs stored before the rename load.
     """
     known = {f.name: f for f in dataclasses.fields(config_class)}
-    renamed = {old: new for old, new in getattr(config_class, "renamed_fields", {}).items()
-               if old in fields and new not in fields}
+    renamed = {}
+    for old, new in getattr(config_class, "renamed_fields", {}).items():
+        new_name, how = (new, None) if isinstance(new, str) else new
+        if old in fields and new_name not in fields:
+            renamed[old] = (new_name, how)
     if renamed:
         warnings.warn(f"{config_class.__name__}: stored field(s) read under their new names: "
-                      + ", ".join(f"{old} -> {new}" for old, new in renamed.items()), stacklevel=2)
-        fields = {renamed.get(name, name): value for name, value in fields.items()}
+                      + ", ".join(f"{old} -> {new}" + (" (negated)" if how == "negated" else "")
+                                  for old, (new, how) in renamed.items()), stacklevel=2)
+        converted = {}
+        for name, value in fields.items():
+            new_name, how = renamed.get(name, (name, None))
+            converted[new_name] = -value if how == "negated" else value
+        fields = converted
     unknown = sorted(set(fields) - set(known))
     if unknown:
         raise ExportError(f"{config_class.__name__} has no field(s) {', '.join(unknown)}: the "

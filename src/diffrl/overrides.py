@@ -23,6 +23,12 @@ from typing import Any
 
 from diffrl.config import ConfigError
 
+RENAMED_FIELDS = {
+    "reppo.target_entropy_mult": "it is now --reppo.entropy-target-mult, with H* = value x action dim "
+                                 "(the convention of --adjoint.entropy-target-mult): pass the old value negated",
+}
+"""Dotted fields that no longer exist -> what to use instead (refused with this hint)."""
+
 _NONE_WORDS = ("none", "null")
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
@@ -61,6 +67,8 @@ def set_field(config: Any, dotted: str, value: Any, source: str = "--set") -> An
     naming the field for an unknown name or a value of the wrong type.
     """
     dotted = normalise_name(dotted)
+    if dotted in RENAMED_FIELDS:
+        raise ConfigError(f"{source} {dotted}: {RENAMED_FIELDS[dotted]}")
     return _set(config, dotted, value, dotted, source)
 
 

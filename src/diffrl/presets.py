@@ -145,7 +145,7 @@ _REPPO_CPU = {
     # zero-action 630); with +0.5 d it reaches 994 after 240k steps. The reference's 1024-env
     # batches average that noise away; 32 envs cannot.
     "num_envs": 32, "num_steps": 32, "reppo.num_minibatches": 16, "reppo.num_epochs": 8,
-    "reppo.target_entropy_mult": -0.5,
+    "reppo.entropy_target_mult": 0.5,
     "critic.vmin": 0.0, "critic.vmax": 150.0, "critic.hidden": 256, "critic.norm": "rms",
     "gaussian.hidden": (256, 256), "gaussian.norm": "rms", "num_evals": 10,
     **_SMALL_BATCH_STABILITY,
@@ -205,18 +205,21 @@ PRESETS.update({
 # The diffusion members of the family reuse REPPO's recipe (their papers' backbone) and
 # change only the actor. Per family: the policy-config prefix, what replaces the
 # Gaussian actor's widths, and the family's own overrides.
-REPPO_TARGET_ENTROPY_MULT = 0.5  # reference: H* = -0.5 d (Gaussian entropy)
-AMDP_TARGET_ENTROPY_MULT = -3.5  # reference: H* = -3.5 d (AMDP's control-cost bound)
+# Entropy targets H* = mult * d, one sign convention for every algorithm (--reppo.entropy-target-mult,
+# --adjoint.entropy-target-mult). The references' values:
+REPPO_ENTROPY_TARGET_MULT = -0.5  # REPPO: H* = -0.5 d (the Gaussian's entropy)
+TRUDI_ENTROPY_TARGET_MULT = -4.0  # TruDi (REPPO-DIME reference): -4 d in the units of DIME's bound
+AMDP_ENTROPY_TARGET_MULT = -3.5  # AMDP: H* = -3.5 d (its control-cost bound)
 
 _DIFFUSION_FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     # TruDi: DIME chain, entropy target -4 d in the units of DIME's bound (reference
     # REPPO-DIME), wider critic support for the bound's larger soft-reward terms.
-    "trudi": ("diffusion", {"reppo.target_entropy_mult": 4.0}),
+    "trudi": ("diffusion", {"reppo.entropy_target_mult": TRUDI_ENTROPY_TARGET_MULT}),
     # AMDP: the entropy target lives in the adjoint config (-3.5 d); the drift trust region
     # replaces the KL bound.
     "amdp": ("adjoint", {}),
     # The reverse-KL baseline on AMDP's process: same target as AMDP.
-    "amdp-backprop": ("adjoint", {"reppo.target_entropy_mult": 3.5}),
+    "amdp-backprop": ("adjoint", {"reppo.entropy_target_mult": AMDP_ENTROPY_TARGET_MULT}),
 }
 
 
@@ -228,11 +231,11 @@ def _diffusion_variant(family: str, base: dict[str, Any], cpu: bool) -> dict[str
     # the CPU presets do) widens the diffusion policies by the same nats per action dim, in
     # their own entropy units (the bounds differ from the Gaussian's exact entropy by an
     # offset, so the shift, not the value, is what carries over).
-    shift = REPPO_TARGET_ENTROPY_MULT - base.get("reppo.target_entropy_mult", REPPO_TARGET_ENTROPY_MULT)
-    if shift and family == "amdp":
-        out["adjoint.entropy_target_mult"] = AMDP_TARGET_ENTROPY_MULT + shift
-    elif shift:
-        out["reppo.target_entropy_mult"] = extra["reppo.target_entropy_mult"] - shift
+    widen = base.get("reppo.entropy_target_mult", REPPO_ENTROPY_TARGET_MULT) - REPPO_ENTROPY_TARGET_MULT
+    if widen and family == "amdp":
+        out["adjoint.entropy_target_mult"] = AMDP_ENTROPY_TARGET_MULT + widen
+    elif widen:
+        out["reppo.entropy_target_mult"] = extra["reppo.entropy_target_mult"] + widen
     if "gaussian.hidden" in base:
         width = max(base["gaussian.hidden"])
         # On CPU the chain (N network calls per action, several paths for the KL) dominates:

@@ -102,6 +102,6 @@ def kl_multiplier_loss(
     return -jnp.exp(log_beta) * violation
 
 
-def default_target_entropy(action_size: int, target_entropy_mult: float = 0.5) -> float:
-    """REPPO's entropy target H* = -target_entropy_mult * action_size (default -0.5 d)."""
-    return -target_entropy_mult * action_size
+def default_target_entropy(action_size: int, entropy_target_mult: float = -0.5) -> float:
+    """Entropy target H* = entropy_target_mult * action_size (REPPO's reference: -0.5 d)."""
+    return entropy_target_mult * action_size

@@ -61,7 +61,7 @@ UNUSED_SETTINGS: dict[str, dict[str, str]] = {
         "reppo.kl_bound": "its trust-region radius is --adjoint.kl-bound",
         "reppo.kl_start": "its trust-region multiplier starts at --adjoint.lambda-init",
         "reppo.kl_min": "its trust-region multiplier is chosen by --adjoint.trust-region",
-        "reppo.target_entropy_mult": "its entropy target is --adjoint.entropy-target-mult",
+        "reppo.entropy_target_mult": "its entropy target is --adjoint.entropy-target-mult",
         "reppo.actor_loss_mode": "its trust-region rule is --adjoint.trust-region",
     },
 }

@@ -51,7 +51,7 @@ class REPPO(SoftActorCritic):
         self.c = config.reppo
         self.policy = policy
         self.critic = CategoricalCritic(config.critic)
-        self.target_entropy = -self.c.target_entropy_mult * spec.action_size
+        self.target_entropy = self.c.entropy_target_mult * spec.action_size
         updates = total_updates(config)
         self.actor_optimizer = optax.chain(optax.clip_by_global_norm(self.c.max_grad_norm),
                                            optax.adam(step_size(self.c.actor_lr, self.c, updates)))

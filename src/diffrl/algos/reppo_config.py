@@ -7,10 +7,14 @@ target -0.5 * action dim, Adam 3e-4 with global-norm clip 0.5, gamma 0.99, lambd
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
 class REPPOConfig:
+    renamed_fields: ClassVar[dict] = {"target_entropy_mult": ("entropy_target_mult", "negated")}
+    """Stored fields read under a new name (old -> new, or (new, "negated") for a sign change)."""
+
     gamma: float = 0.99
     """Discount factor."""
     td_lambda: float = 0.95
@@ -47,9 +51,11 @@ class REPPOConfig:
     """Ceiling on the temperature alpha (0 = none, as in the reference). When the entropy target
     is above what a converged policy keeps, the temperature dual climbs for as long as training
     lasts; the ceiling bounds the weight of the entropy term (benchmarks/results/stability/README.md)."""
-    target_entropy_mult: float = 0.5
-    """Entropy target H* = -target_entropy_mult * action_dim (in the units of the policy's
-    entropy estimate; DIME-style diffusion bounds use about 4)."""
+    entropy_target_mult: float = -0.5
+    """Entropy target H* = entropy_target_mult * action_dim, in the units of the policy's entropy
+    estimate (reference REPPO: -0.5; DIME-style diffusion bounds about -4). The same convention
+    as AMDP's --adjoint.entropy-target-mult; it replaces target_entropy_mult (H* = -mult * d),
+    whose stored values load negated."""
     actor_loss_mode: str = "clipped"
     """Trust-region rule: clipped (states over the bound contribute beta * KL only), full
     (value/entropy term + beta * KL always) or value (no KL term; ablation)."""

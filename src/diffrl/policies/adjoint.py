@@ -94,9 +94,8 @@ class AdjointPolicyConfig:
     ode_coef: float = 1.0
     """c scaling the control in the PF-ODE sampler (1: the probability-flow ODE)."""
     entropy_target_mult: float = -3.5
-    """Entropy target H* = entropy_target_mult * action_size for the temperature dual
-    (NOTE the sign: this is the multiplier itself, unlike
-    ``trust_region.default_target_entropy`` which negates its argument)."""
+    """Entropy target H* = entropy_target_mult * action_size for the temperature dual (the same
+    convention as --reppo.entropy-target-mult)."""
 
     def validate(self) -> None:
         if self.num_steps < 1:
