@@ -57,6 +57,10 @@ class ControlNet(nn.Module):
     bound: float = 0.0
     """If > 0, the output is ``bound * tanh(out / bound)``: |f| < bound with a gradient everywhere
     (0: only the hard ``clip``)."""
+    arch: str = "mlp"
+    """Main network: "mlp" (DIME's) or "residual" (pre-LayerNorm blocks, diffrl.nets.mlp)."""
+    matmul_dtype: str = "float32"
+    """Dtype of the main network's matrix products (parameters stay float32)."""
 
     @nn.compact
     def __call__(self, x: jax.Array, obs: jax.Array, t: jax.Array) -> jax.Array:
@@ -71,6 +75,8 @@ class ControlNet(nn.Module):
             act=self.act,
             norm=self.norm,
             output_scale=self.output_scale,
+            arch=self.arch,
+            matmul_dtype=self.matmul_dtype,
         )(h)
         if self.bound > 0:
             out = self.bound * jnp.tanh(out / self.bound)

@@ -4,6 +4,12 @@
 arXiv 2507.11019, reference ``src/networks/jax_models.py``): each hidden layer is
 Dense -> (LayerNorm | RMSNorm | none) -> activation; the output layer is a plain
 Dense whose kernel can be scaled down (near-zero initial outputs).
+
+``arch="residual"`` builds pre-LayerNorm residual blocks instead, the stack that scales policies
+to the AMDP paper's ~100M parameters (arXiv 2606.22630): an input Dense to the width, then per
+block x + Dense(act(Dense_4w(LayerNorm(x)))), a final LayerNorm and the output Dense (He et al.
+2016 "Identity mappings"; Xiong et al. 2020 on pre-LN). ``matmul_dtype="bfloat16"`` runs every
+Dense in bfloat16 with float32 parameters (and so float32 optimiser state), outputs cast back.
 """
 from __future__ import annotations
 
@@ -22,6 +28,39 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "elu": nn.elu,
 }
 NORMS = ("none", "layer", "rms")
+ARCHS = ("mlp", "residual")
+MATMUL_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+RESIDUAL_EXPANSION = 4
+"""Width of a residual block's inner layer, in units of the block width."""
+
+
+def matmul_dtype(name: str):
+    if name not in MATMUL_DTYPES:
+        raise ValueError(f"unknown matmul dtype '{name}'; choose from {sorted(MATMUL_DTYPES)}")
+    return MATMUL_DTYPES[name]
+
+
+def check_architecture(arch: str, hidden: Sequence[int], matmul: str, section: str) -> None:
+    """Refuse an unknown architecture or dtype, and residual widths that differ."""
+    if arch not in ARCHS:
+        raise ValueError(f"{section}.arch must be one of {ARCHS}, got {arch!r}")
+    if arch == "residual" and (not hidden or len(set(hidden)) != 1):
+        raise ValueError(f"{section}.arch residual needs equal widths in {section}.hidden (one per block), "
+                         f"got {tuple(hidden)}")
+    if any(h <= 0 for h in hidden):
+        raise ValueError(f"{section}.hidden widths must be positive")
+    matmul_dtype(matmul)
+
+
+def mlp_param_count(in_size: int, hidden: Sequence[int], out: int, arch: str = "mlp", norm: str = "none") -> int:
+    """Parameters of :class:`MLP` (closed form; ``tests/test_nets.py`` checks it against flax)."""
+    if arch == "residual":
+        w, e = hidden[0], RESIDUAL_EXPANSION * hidden[0]
+        block = 2 * w + (w * e + e) + (e * w + w)  # LayerNorm, inner Dense, outer Dense
+        return (in_size * w + w) + len(hidden) * block + 2 * w + (w * out + out)
+    sizes = [in_size, *hidden]
+    per_norm = {"none": 0, "layer": 2, "rms": 1}[norm]
+    return sum(a * b + b + per_norm * b for a, b in zip(sizes[:-1], sizes[1:])) + sizes[-1] * out + out
 
 
 def activation(name: str) -> Callable[[jax.Array], jax.Array]:
@@ -53,18 +92,33 @@ class MLP(nn.Module):
     norm: str = "none"
     output_scale: float = 1.0
     activate_output: bool = False
+    arch: str = "mlp"
+    matmul_dtype: str = "float32"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = activation(self.act)
-        norm = normalisation(self.norm)
-        for width in self.hidden:
-            x = nn.Dense(width)(x)
-            if norm is not None:
-                x = norm()(x)
-            x = act(x)
+        dtype = matmul_dtype(self.matmul_dtype)
+        out_dtype = x.dtype
         init = nn.initializers.variance_scaling(
             max(self.output_scale, 1e-30) ** 2, "fan_in", "truncated_normal"
         )
-        x = nn.Dense(self.out, kernel_init=init)(x)
+        if self.arch == "residual":
+            width = self.hidden[0]
+            x = nn.Dense(width, dtype=dtype)(x)
+            for _ in self.hidden:
+                h = nn.LayerNorm(dtype=dtype)(x)
+                h = act(nn.Dense(RESIDUAL_EXPANSION * width, dtype=dtype)(h))
+                x = x + nn.Dense(width, dtype=dtype)(h)
+            x = nn.LayerNorm(dtype=dtype)(x)
+        elif self.arch == "mlp":
+            norm = normalisation(self.norm)
+            for width in self.hidden:
+                x = nn.Dense(width, dtype=dtype)(x)
+                if norm is not None:
+                    x = norm(dtype=dtype)(x)
+                x = act(x)
+        else:
+            raise ValueError(f"unknown arch '{self.arch}'; choose from {ARCHS}")
+        x = nn.Dense(self.out, kernel_init=init, dtype=dtype)(x).astype(out_dtype)
         return act(x) if self.activate_output else x

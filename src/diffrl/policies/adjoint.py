@@ -30,6 +30,7 @@ from flax import struct
 
 from diffrl import adjoint_matching as am
 from diffrl.nets.control import ControlNet
+from diffrl.nets.mlp import check_architecture
 from diffrl.policies.base import PathwiseSample
 from diffrl.policies.reference_sde import (
     ChainSample,
@@ -60,6 +61,13 @@ class AdjointPolicyConfig:
     """Normalisation after hidden layers of f_theta: none, layer or rms."""
     num_frequencies: int = 16
     """Fourier time features of the control network (the port uses 16)."""
+    arch: str = "mlp"
+    """Control network architecture: "mlp" (hidden widths, the reference) or "residual"
+    (pre-LayerNorm residual blocks of width hidden[0], one per entry of hidden, 4x inner width:
+    the stack that scales to the AMDP paper's ~100M parameters)."""
+    matmul_dtype: str = "float32"
+    """Dtype of the control network's matrix products: float32, or bfloat16 (parameters, gradients
+    and optimiser state stay float32)."""
     output_scale: float = 1e-8
     """Scale of f_theta's output-layer init (near-zero control: initial policy = reference)."""
     control_bound: float = 0.0
@@ -104,6 +112,7 @@ class AdjointPolicyConfig:
             raise ValueError(f"adjoint.trust_region must be one of {am.TRUST_REGIONS}, got {self.trust_region!r}")
         if self.bridge_time not in BRIDGE_TIMES:
             raise ValueError(f"adjoint.bridge_time must be one of {BRIDGE_TIMES}, got {self.bridge_time!r}")
+        check_architecture(self.arch, self.hidden, self.matmul_dtype, "adjoint")
         if self.control_bound < 0.0:
             raise ValueError(f"adjoint.control_bound must be >= 0 (got {self.control_bound})")
         if not 0.0 < self.grad_clip_quantile <= 1.0:
@@ -143,6 +152,8 @@ class AdjointPolicy:
             num_frequencies=config.num_frequencies,
             output_scale=config.output_scale,
             bound=config.control_bound,
+            arch=config.arch,
+            matmul_dtype=config.matmul_dtype,
         )
         # one compilation of the initialisers instead of eager dispatch of every op
         self._init = jax.jit(self.net.init)

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from diffrl.nets.control import ControlNet
+from diffrl.nets.mlp import check_architecture
 from diffrl.policies import dis_chain
 from diffrl.policies.base import Params, PathwiseSample, renamed_sampler_note
 
@@ -64,6 +65,13 @@ class DiffusionPolicyConfig:
     """Normalisation in the control MLP: 'none' (reference), 'layer' or 'rms'."""
     num_frequencies: int = 32
     """Fourier time frequencies of the control network (reference 32)."""
+    arch: str = "mlp"
+    """Control network architecture: "mlp" (hidden widths, the reference) or "residual"
+    (pre-LayerNorm residual blocks of width hidden[0], one per entry of hidden, 4x inner width:
+    the stack that scales to the AMDP paper's ~100M parameters)."""
+    matmul_dtype: str = "float32"
+    """Dtype of the control network's matrix products: float32, or bfloat16 (parameters, gradients
+    and optimiser state stay float32)."""
     time_dim: int = 16
     """Time-embedding width (reference 32 -> 16)."""
     output_scale: float = 1e-8
@@ -110,6 +118,11 @@ class DiffusionPolicyConfig:
         if self.sigma0 <= 0 or self.friction_init <= 0 or (self.dt_init is not None and self.dt_init <= 0):
             raise ValueError("sigma0, friction_init and dt_init must be > 0")
 
+    def validate(self) -> None:
+        check_architecture(self.arch, self.hidden, self.matmul_dtype, "diffusion")
+        if self.num_steps < 1:
+            raise ValueError("diffusion.num_steps must be >= 1")
+
 
 @struct.dataclass
 class DiffusionAux:
@@ -142,6 +155,7 @@ class DiffusionPolicy:
     renamed_samplers = RENAMED_SAMPLERS
 
     def __init__(self, config: DiffusionPolicyConfig, action_size: int):
+        config.validate()
         self.config = config
         self.action_size = action_size
         self.net = ControlNet(
@@ -152,6 +166,8 @@ class DiffusionPolicy:
             num_frequencies=config.num_frequencies,
             time_dim=config.time_dim,
             output_scale=config.output_scale,
+            arch=config.arch,
+            matmul_dtype=config.matmul_dtype,
         )
         self.dt_init = config.dt_init if config.dt_init is not None else 1.0 / config.num_steps
         self.erf_scale = config.erf_scale if config.erf_scale is not None else 1.0 / (math.sqrt(2.0) * config.sigma0)

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from diffrl.nets.mlp import MLP
+from diffrl.nets.mlp import MLP, check_architecture
 from diffrl.policies.base import PathwiseSample
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -47,14 +47,20 @@ class GaussianPolicyConfig:
     """Upper clip of the log-std."""
     kl_samples: int = 16
     """Old-policy samples per state for the trust-region KL estimate (REPPO: 16)."""
+    arch: str = "mlp"
+    """Network architecture: "mlp" (hidden widths, the reference) or "residual" (pre-LayerNorm
+    residual blocks of width hidden[0], one per entry of hidden, 4x inner width: the stack that
+    scales to ~100M parameters)."""
+    matmul_dtype: str = "float32"
+    """Dtype of the network's matrix products: float32, or bfloat16 (parameters, gradients and
+    optimiser state stay float32)."""
 
     def validate(self) -> None:
         if self.squash not in ("tanh", "clip"):
             raise ValueError(f"gaussian.squash must be 'tanh' or 'clip', got {self.squash!r}")
         if self.kl_samples < 1:
             raise ValueError("gaussian.kl_samples must be >= 1")
-        if any(h <= 0 for h in self.hidden):
-            raise ValueError("gaussian.hidden widths must be positive")
+        check_architecture(self.arch, self.hidden, self.matmul_dtype, "gaussian")
 
 
 @struct.dataclass
@@ -73,7 +79,8 @@ class _GaussianNet(nn.Module):
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         c = self.config
         d = self.action_size
-        out = MLP(c.hidden, 2 * d if c.state_dependent_std else d, c.act, c.norm, output_scale=0.01)(obs)
+        out = MLP(c.hidden, 2 * d if c.state_dependent_std else d, c.act, c.norm, output_scale=0.01,
+                  arch=c.arch, matmul_dtype=c.matmul_dtype)(obs)
         if c.state_dependent_std:
             mean, log_std = out[..., :d], out[..., d:] + c.init_log_std
         else:
