@@ -105,3 +105,23 @@ def test_a_contender_that_fails_is_recorded_and_the_rest_still_run(tmp_path, mon
     assert record["ratios"][0]["amdp-backprop/reppo"]["status"] == "unavailable"
     assert [g["diffusion_steps"] for g in record["skipped_groups"]] == [4]
     assert "N=4: not run (--time-limit-min 0.0 reached" in (tmp_path / "cost.md").read_text()
+
+
+def test_memory_only_compiles_from_shapes_and_runs_nothing(tmp_path, monkeypatch):
+    """--memory-only records XLA's memory analysis and the policy size without allocating the
+    state or calling any program: backprop through the chain needs more memory than AMDP."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("nothing may run in --memory-only")
+
+    monkeypatch.setattr(bench_cost.Contender, "call", refuse)
+    out = tmp_path / "mem.json"
+    rc = main(["bench", "cost"] + TINY + ["--algos", "amdp,amdp-backprop", "--diffusion-steps", "8",
+                                          "--memory-only", "--json", str(out)])
+    assert rc == 0
+    record = json.loads(out.read_text())
+    rows = {(r["algo"], r["diffusion_steps"]): r for r in record["results"]}
+    assert all(r["status"] == "ok" and r["iteration_s"] == [] for r in rows.values())
+    peak = {k: r["memory"]["update_compiled"]["peak_estimate_bytes"] for k, r in rows.items()}
+    assert peak[("amdp-backprop", 8)] > peak[("amdp", 8)]
+    assert rows[("amdp", 8)]["policy_parameters"] > 0
+    assert "Policy parameters" in out.with_suffix(".md").read_text()

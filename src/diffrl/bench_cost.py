@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import numpy as np
 import jax.numpy as jnp
 
 from diffrl.config import ConfigError, TrainConfig
@@ -63,6 +64,9 @@ class CostRequest:
     """PRNG seed of the initial states and the fixed rollout batch."""
     time_limit_min: float | None = None
     """No new group starts once the run has taken this long (the first always runs); skipped N are recorded."""
+    memory_only: bool = False
+    """Compile every program from shapes alone and record XLA's memory analysis; nothing is run
+    (no parameters are allocated), so sizes far beyond this machine's memory can be measured."""
 
 
 def _csv(text: str, what: str) -> list[str]:
@@ -215,10 +219,12 @@ class Contender:
         self._iteration = self._update = None
         gc.collect()
 
-    def prepare(self) -> None:
+    def prepare(self, memory_only: bool = False) -> None:
         from diffrl.core.build import build
         from diffrl.core.loop import make_components
 
+        if memory_only:
+            return self._prepare_memory_only()
         try:
             env, algo, _ = build(self.config)
             comps = make_components(self.config, env, algo)
@@ -248,6 +254,35 @@ class Contender:
         self._iteration = run_iteration
         self._update = lambda: jax.block_until_ready(update(algo_state, batch, key_update))
 
+    def _prepare_memory_only(self) -> None:
+        """Lower and compile the iteration and the update from abstract shapes (jax.eval_shape):
+        XLA's memory analysis without allocating or running anything."""
+        from diffrl.core.build import build
+        from diffrl.core.loop import make_components
+
+        try:
+            env, algo, _ = build(self.config)
+            comps = make_components(self.config, env, algo)
+            key_init, key_rollout, key_update = jax.random.split(jax.random.PRNGKey(self.config.seed), 3)
+            state = jax.eval_shape(comps.init, key_init)
+            _, batch, _, _ = jax.eval_shape(comps.rollout, state, key_rollout)
+            t0 = time.perf_counter()
+            iteration = jax.jit(comps.iteration, donate_argnums=0).lower(state).compile()
+            t1 = time.perf_counter()
+            update = jax.jit(algo.update).lower(state.algo, batch, key_update).compile()
+            t2 = time.perf_counter()
+        except Exception as e:
+            self.fail(e)
+            return
+        params = getattr(state.algo, "actor_params", None) or getattr(state.algo, "policy_params", None)
+        self.info["policy_parameters"] = int(sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params)))
+        self.info["compile_s"] = {"init_and_batch": 0.0, "iteration": t1 - t0, "update": t2 - t1}
+        self.info["memory"] = {"iteration_compiled": compiled_memory(iteration),
+                               "update_compiled": compiled_memory(update), "device_peak_bytes_in_use": None}
+        self.info["status"] = "ok"
+        del iteration, update
+        gc.collect()
+
     def call(self, timings: dict | None) -> None:
         """One iteration and one update; appended to ``timings`` unless it is a warm-up."""
         if not self.ok:
@@ -274,14 +309,14 @@ def run_group(n: int, contenders: list[Contender], request: CostRequest) -> list
     for c in contenders:
         if c.info["status"] == "pending":
             _log(f"N={n}: compiling {c.algo}")
-            c.prepare()
+            c.prepare(request.memory_only)
             if not c.ok:
                 _log(f"N={n}: {c.algo} {c.info['error']}")
     timings = {id(c): {"iteration": [], "update": []} for c in contenders}
-    for _ in range(request.warmup):
+    for _ in range(0 if request.memory_only else request.warmup):
         for c in contenders:
             c.call(None)
-    for r in range(request.repeats):
+    for r in range(0 if request.memory_only else request.repeats):
         for c in contenders:
             t = timings[id(c)]
             if r == 0 or sum(t["iteration"]) + sum(t["update"]) < request.budget_s:
@@ -292,7 +327,7 @@ def run_group(n: int, contenders: list[Contender], request: CostRequest) -> list
         t = timings[id(c)]
         row = {**copy.deepcopy(c.info), "diffusion_steps": n, "uses_diffusion_steps": c.n is not None,
                "iteration_s": t["iteration"], "update_s": t["update"],
-               "stopped_early": c.ok and len(t["iteration"]) < request.repeats}
+               "stopped_early": c.ok and not request.memory_only and len(t["iteration"]) < request.repeats}
         rows.append(row)
     return rows
 
@@ -368,6 +403,9 @@ def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
     p.add_argument("--seed", type=int, default=0, help="seed of the initial states and the fixed rollout batch")
     p.add_argument("--time-limit-min", type=float, default=None,
                    help="start no new group (N) after this many minutes; skipped N are recorded")
+    p.add_argument("--memory-only", action="store_true",
+                   help="compile from shapes and record XLA's memory analysis only; nothing is allocated or "
+                        "run, so policies far beyond this machine's memory can be sized")
     p.add_argument("--json", default=None, help="write the record here and the table to the same name .md")
     args = p.parse_args(argv)
     if args.num_envs is not None and args.num_envs < 1 or args.num_steps is not None and args.num_steps < 1:
@@ -376,7 +414,7 @@ def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
                           diffusion_steps=parse_steps(args.diffusion_steps), num_envs=args.num_envs,
                           num_steps=args.num_steps, preset=args.preset, overrides=tuple(args.overrides),
                           repeats=args.repeats, warmup=args.warmup, budget_s=args.budget_s, seed=args.seed,
-                          time_limit_min=args.time_limit_min)
+                          time_limit_min=args.time_limit_min, memory_only=args.memory_only)
     return request, args.json
 
 

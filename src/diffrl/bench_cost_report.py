@@ -41,6 +41,13 @@ def _usable(row: dict | None) -> bool:
 
 def ratio(num: dict | None, den: dict | None) -> dict:
     """num/den of medians and minima (iteration, update) and of compiled peak memory."""
+    if (num and den and num["status"] == den["status"] == "ok" and not num["summary"]["iteration_s"]
+            and not den["summary"]["iteration_s"]):  # --memory-only: compiled, never run
+        out = {"status": "ok"}
+        for program in ("iteration", "update"):
+            pa, pb = _peak(num, program), _peak(den, program)
+            out[f"{program}_peak_memory"] = pa / pb if pa and pb else None
+        return out
     if not (_usable(num) and _usable(den)):
         why = [f"{r['algo']} {r['status']}" + (f" ({r['error']})" if r.get("error") else "")
                for r in (num, den) if r is not None and not _usable(r)]
@@ -150,6 +157,10 @@ def markdown(record: dict) -> str:
             + [_fmt_mib(g.get(a), "update") for a in present] + [_fmt_compile(g.get(a)) for a in present]
             for n, g in by_n.items()]
     lines += _table(header, rows)
+    params = {r["algo"]: r["policy_parameters"] for r in record["results"] if r.get("policy_parameters")}
+    if params:
+        lines += ["", "Policy parameters: " + ", ".join(f"{LABELS[a]} {p / 1e6:.2f}M" for a, p in params.items()
+                                                        if a in LABELS)]
     failures = [r for r in record["results"] if r["status"] != "ok" or r.get("stopped_early")]
     skipped = record.get("skipped_groups", [])
     if failures or skipped:
