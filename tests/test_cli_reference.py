@@ -21,3 +21,12 @@ def test_cli_reference_covers_every_command_and_export_flags():
     text = DOC.read_text()
     for flag in ("--format", "--seed-index", "--reppo.anneal-lr", "--adjoint.control-bound", "--show"):
         assert flag in text
+
+
+def test_algorithms_reference_is_current():
+    from diffrl.algorithms_reference import render as render_algorithms
+
+    doc = DOC.parent / "algorithms.md"
+    assert doc.read_text() == render_algorithms(), (
+        "docs/algorithms.md is out of date with the modules' docstrings; regenerate it with "
+        "`python -m diffrl.algorithms_reference > docs/algorithms.md`")
