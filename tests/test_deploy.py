@@ -21,6 +21,8 @@ from diffrl.normalization import init_stats, update_stats
 from diffrl.policies.adjoint import AdjointPolicy, AdjointPolicyConfig
 from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig
 from diffrl.policies.gaussian import GaussianPolicy, GaussianPolicyConfig
+from diffrl.critics.categorical import CategoricalCritic, CriticConfig
+from diffrl.export_critic import export_critic
 
 OBS, ACT, CLIP = 6, 3, 5.0
 
@@ -33,7 +35,9 @@ POLICIES = {
     "adjoint": (AdjointPolicy, AdjointPolicyConfig(num_steps=6, hidden=(32, 32), norm="layer",
                                                    control_bound=4.0)),
 }
-CASES = [(kind, sampler) for kind, (cls, cfg) in POLICIES.items() for sampler in cls(cfg, ACT).samplers]
+CASES = [(kind, sampler) for kind, (cls, cfg) in POLICIES.items()
+         for sampler in (*cls(cfg, ACT).samplers, "best-of-k")]  # best-of-k: with the exported critic
+CRITIC = CriticConfig(hidden=16, num_bins=21, vmin=-5.0, vmax=5.0)
 
 
 def _perturbed(policy):
@@ -55,15 +59,27 @@ def exports(tmp_path_factory):
         out = tmp_path_factory.mktemp(kind)
         export_policy(out, kind, cfg, ACT, OBS, _perturbed(policy), stats, normalize_obs=True, obs_clip=CLIP,
                       sampler=policy.samplers[0], extra={"action_low": [-2.0] * ACT, "action_high": [2.0] * ACT})
+        critic = CategoricalCritic(CRITIC)
+        critic_params = jax.jit(lambda k: jax.tree.map(
+            lambda p: p + 0.3 * jnp.sin(2.0 + jnp.arange(p.size).reshape(p.shape)),
+            critic.init(k, jnp.zeros((1, OBS)), jnp.zeros((1, ACT)))))(jax.random.PRNGKey(7))
+        critic_stats = update_stats(init_stats(OBS), 1.0 + 2.0 * jax.random.normal(jax.random.PRNGKey(8), (64, OBS)))
+        export_critic(out, CRITIC, critic_params, critic_stats, OBS, ACT, best_of_k=5,
+                      acting_sampler=policy.acting_sampler)
         deploy.write_deployables(out)
         dirs[kind] = out
     return dirs
 
 
 def _inputs(act, batch, seed):
+    from diffrl.export_critic import draw_best_of_k_noise
+
     obs = 2.0 + 8.0 * np.random.default_rng(seed).standard_normal((batch, OBS)).astype(np.float32)
     key = jax.random.PRNGKey(seed)
-    noise = act.policy.draw_eval_noise(key, (batch,), act.sampler)
+    if act.critic is not None:
+        noise = draw_best_of_k_noise(act.policy, key, (batch,), act.critic.k, act.critic.acting_sampler)
+    else:
+        noise = act.policy.draw_eval_noise(key, (batch,), act.sampler)
     return obs, key, (None if noise is None else np.asarray(noise))
 
 
@@ -109,8 +125,8 @@ def test_onnx_graph_is_checked_and_documented(exports, kind):
         assert not any(node.op_type == "CastLike" for g in graphs for node in g.node)  # folded by ORT
         batch_dim = model.graph.input[0].type.tensor_type.shape.dim[0]
         assert batch_dim.dim_param and not batch_dim.HasField("dim_value")  # dynamic batch
-        if entry["noise_shape"] is not None and len(entry["noise_shape"]) == 2:
-            # a chain: the denoising steps are one loop node, not N copies of the network
+        if kind != "gaussian":
+            # every diffusion sampler runs the chain: its steps are one loop node, not N network copies
             assert any(node.op_type in ("Loop", "Scan") for node in model.graph.node)
 
 

@@ -130,7 +130,7 @@ def cmd_export(argv: list[str]) -> int:
 
     trainer, state, meta = load_trained(args.run_dir, args.checkpoint)
     policy = trainer.algo.policy
-    if args.sampler is not None and args.sampler not in policy.samplers:
+    if args.sampler is not None and args.sampler not in policy.samplers and args.sampler != "best-of-k":
         from diffrl.policies.base import renamed_sampler_note
 
         # best-of-k and other algorithm-level samplers need the critic, which is not exported
@@ -144,10 +144,16 @@ def cmd_export(argv: list[str]) -> int:
               "seed(s)", file=sys.stderr)
         return 2
     spec = trainer.eval_env.unwrapped.spec
-    out = export_from_train_state(args.out, trainer.algo, state, trainer.config, seed=args.seed_index,
-                                  sampler=args.sampler, extra={"action_low": list(spec.action_low),
-                                                               "action_high": list(spec.action_high),
-                                                               "env_steps": meta.get("env_steps")})
+    from diffrl.export import ExportError
+
+    try:
+        out = export_from_train_state(args.out, trainer.algo, state, trainer.config, seed=args.seed_index,
+                                      sampler=args.sampler, extra={"action_low": list(spec.action_low),
+                                                                   "action_high": list(spec.action_high),
+                                                                   "env_steps": meta.get("env_steps")})
+    except ExportError as e:
+        print(f"diffrl export: {e}", file=sys.stderr)
+        return 2
     print(f"exported to {out}; load with diffrl.load_policy({str(out)!r})")
     if args.format != "npz":
         from diffrl.deploy import FORMATS, write_deployables

@@ -59,13 +59,24 @@ def deployable(export_dir: str | Path, sampler: str | None = None) -> tuple[Call
             raise DeployError(f"{type(policy).__name__} has no {method}: its samplers cannot take "
                               "their noise as an input (see diffrl.policies.base.ExplicitNoisePolicy)")
     sampler = act.sampler
-    noise_shape = policy.eval_noise_shape(sampler)
     clip, eps = float(info["normalizer"]["clip"]), float(info["normalizer"]["eps"])
 
     def prepare(obs):
         obs = jnp.asarray(obs, jnp.float32)
         return normalize(stats, obs, clip=clip, eps=eps) if stats is not None else obs
 
+    if act.critic is not None:  # best-of-k: K acting-sampler candidates scored by the exported Q
+        from diffrl.export_critic import best_of_k_from_noise, best_of_k_noise_shape
+
+        critic = act.critic
+        noise_shape = best_of_k_noise_shape(policy, critic.k, critic.acting_sampler)
+
+        def fn(obs, noise):
+            raw = jnp.asarray(obs, jnp.float32)
+            return best_of_k_from_noise(policy, params, prepare(raw), raw, jnp.asarray(noise, jnp.float32), critic)
+
+        return fn, tuple(noise_shape), {**info, "sampler": sampler}
+    noise_shape = policy.eval_noise_shape(sampler)
     if noise_shape is None:
         def fn(obs):
             return policy.eval_action_from_noise(params, prepare(obs), None, sampler)
@@ -198,8 +209,12 @@ def write_deployables(export_dir: str | Path, formats: tuple[str, ...] = FORMATS
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ValueError(f"unknown format(s) {unknown}; choose from {FORMATS}")
+    from diffrl.export_critic import BEST_OF_K, has_critic
+
     info = read_policy_info(export_dir)
-    samplers = tuple(samplers or info["samplers"])
+    offered = list(info["samplers"]) + ([BEST_OF_K] if has_critic(export_dir) and BEST_OF_K not in info["samplers"]
+                                        else [])
+    samplers = tuple(samplers or offered)
     record_path = export_dir / DEPLOY_FILE
     record = json.loads(record_path.read_text()) if record_path.exists() else {"artifacts": {}}
     for sampler in samplers:

@@ -282,8 +282,9 @@ def export_from_train_state(
     ``algo`` is the algorithm object (``algo.policy``), ``train_state`` has ``.algo``
     (with one of :data:`POLICY_PARAM_FIELDS`) and ``.obs_stats``, every leaf with a
     leading seeds axis; ``config`` is the ``TrainConfig`` (normaliser settings, env).
-    ``sampler`` defaults to the policy's first; algorithm-level samplers such as
-    best-of-k (they need a critic) are not exportable.
+    ``sampler`` defaults to the policy's first. An algorithm with a learned Q and a best-of-K
+    sampler (REPPO, TruDi, AMDP) also exports its critic (:mod:`diffrl.export_critic`), unless the
+    critic sees privileged observations the deployed policy will not have.
     """
     policy = algo.policy
     field = next((f for f in POLICY_PARAM_FIELDS if hasattr(train_state.algo, f)), None)
@@ -293,12 +294,30 @@ def export_from_train_state(
     params = one_seed(getattr(train_state.algo, field))
     stats = one_seed(train_state.obs_stats)
     sampler = sampler or policy.samplers[0]
-    return export_policy(
+    critic_params = getattr(train_state.algo, "critic_params", None)
+    best_of_k = getattr(getattr(algo, "c", None), "best_of_k", None)
+    with_critic = (critic_params is not None and best_of_k and not getattr(config, "asymmetric_critic", False)
+                   and hasattr(policy, "acting_sampler"))
+    if sampler == "best-of-k" and not with_critic:
+        raise ExportError(f"best-of-k cannot be exported for this {config.algo} run: it needs a critic that sees "
+                          "the policy's observation (runs with --asymmetric-critic train it on privileged state)")
+    out = export_policy(
         out_dir, policy_kind_of(policy), policy.config, policy.action_size,
-        int(stats.mean.shape[-1]), params, stats, config.normalize_obs, config.obs_clip, sampler,
+        int(stats.mean.shape[-1]), params, stats, config.normalize_obs, config.obs_clip,
+        policy.samplers[0] if sampler == "best-of-k" else sampler,
         {"env": config.env, "algo": config.algo, "seed": seed, "env_backend": config.env_backend,
          "episode_length": config.episode_length, **(extra or {})},
         obs_norm_eps=config.obs_norm_eps)
+    if with_critic:
+        from diffrl.export_critic import export_critic
+
+        export_critic(out, config.critic, one_seed(critic_params), one_seed(train_state.critic_obs_stats),
+                      int(stats.mean.shape[-1]), policy.action_size, best_of_k, policy.acting_sampler)
+        if sampler == "best-of-k":  # the stored default; policy.json is rewritten last, as it was written
+            record = json.loads((out / POLICY_FILE).read_text())
+            record["sampler"], record["samplers"] = sampler, [*record["samplers"], sampler]
+            _write_bytes(out / POLICY_FILE, json.dumps(record, indent=2).encode())
+    return out
 
 
 def _param_shapes(policy: Any, obs_size: int) -> Any:
@@ -364,8 +383,13 @@ def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
             warnings.warn(f"{export_dir}: stored sampler {sampler!r} is now called {renamed[sampler]!r}",
                           stacklevel=2)
             sampler = renamed[sampler]
-    if sampler not in policy.samplers:
-        raise ValueError(f"sampler {sampler!r} is not one of {info['kind']}'s {policy.samplers}"
+    from diffrl.export_critic import BEST_OF_K, has_critic
+
+    if sampler not in policy.samplers and not (sampler == BEST_OF_K and has_critic(export_dir)):
+        offered = policy.samplers + ((BEST_OF_K,) if has_critic(export_dir) else ())
+        raise ValueError(f"sampler {sampler!r} is not one of this export's {offered}"
+                         + (" (best-of-k needs the critic, which runs with an asymmetric critic do not "
+                            "export)" if sampler == BEST_OF_K else "")
                          + renamed_sampler_note([sampler], policy))
 
     flat = _load_npz(export_dir, PARAMS_FILE, info["files"][PARAMS_FILE])
@@ -382,11 +406,22 @@ def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
                              count=jnp.asarray(s["count"]))
     clip, eps = float(norm["clip"]), float(norm["eps"])
 
+    critic = None
+    if sampler == BEST_OF_K:
+        from diffrl.export_critic import ExportedCritic
+
+        critic = ExportedCritic(export_dir, norm)
+
     def act(obs: jax.Array, key: jax.Array) -> jax.Array:
-        obs = jnp.asarray(obs, jnp.float32)
-        if stats is not None:
-            obs = normalize(stats, obs, clip=clip, eps=eps)
+        raw = jnp.asarray(obs, jnp.float32)
+        obs = normalize(stats, raw, clip=clip, eps=eps) if stats is not None else raw
+        if critic is not None:
+            from diffrl.export_critic import best_of_k_from_noise, draw_best_of_k_noise
+
+            noise = draw_best_of_k_noise(policy, key, obs.shape[:-1], critic.k, critic.acting_sampler)
+            return best_of_k_from_noise(policy, params, obs, raw, noise, critic)
         return policy.eval_action(params, obs, key, sampler)
 
     act.info, act.policy, act.params, act.obs_stats, act.sampler = info, policy, params, stats, sampler
+    act.critic = critic
     return act

@@ -138,6 +138,8 @@ class AdjointPolicy:
     """Implements Policy and PathwisePolicy (see policies/base.py) plus AMDP's matching loss."""
 
     samplers = ("sde", "ode")
+    acting_sampler = "sde"
+    """The evaluation sampler that reproduces ``sample`` (acting) from the same draws."""
 
     def __init__(self, config: AdjointPolicyConfig, action_size: int):
         config.validate()

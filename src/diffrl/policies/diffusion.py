@@ -152,6 +152,8 @@ class DiffusionPolicy:
     """
 
     samplers = ("sde", "reversal-ode", "noise-free")
+    acting_sampler = "sde"
+    """The evaluation sampler that reproduces ``sample`` (acting) from the same draws."""
     renamed_samplers = RENAMED_SAMPLERS
 
     def __init__(self, config: DiffusionPolicyConfig, action_size: int):

@@ -106,6 +106,8 @@ class GaussianPolicy:
     """Implements Policy, LogProbPolicy and PathwisePolicy (see policies/base.py)."""
 
     samplers = ("mean", "sample")
+    acting_sampler = "sample"
+    """The evaluation sampler that reproduces ``sample`` (acting) from the same draws."""
 
     def __init__(self, config: GaussianPolicyConfig, action_size: int):
         config.validate()
