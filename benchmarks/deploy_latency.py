@@ -52,7 +52,9 @@ import numpy as np  # noqa: E402
 
 from diffrl import deploy  # noqa: E402
 from diffrl.core.run_dir import library_versions  # noqa: E402
+from diffrl.critics.categorical import CategoricalCritic, CriticConfig  # noqa: E402
 from diffrl.export import export_policy  # noqa: E402
+from diffrl.export_critic import export_critic  # noqa: E402
 from diffrl.normalization import init_stats  # noqa: E402
 from diffrl.policies.adjoint import AdjointPolicy, AdjointPolicyConfig  # noqa: E402
 from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig  # noqa: E402
@@ -77,7 +79,7 @@ def median_seconds(fn, min_time: float, max_calls: int = 200) -> float:
 
 
 def measure(kind: str, num_steps: int | None, batches: list[int], min_time: float, workdir: Path,
-            threads: int) -> list[dict]:
+            threads: int, only: set[str] | None = None) -> list[dict]:
     import onnxruntime as ort
 
     algos, policy_cls, config_cls, is_chain = KINDS[kind]
@@ -88,8 +90,14 @@ def measure(kind: str, num_steps: int | None, batches: list[int], min_time: floa
     out = workdir / f"{kind}_{num_steps}"
     export_policy(out, kind, config, ACT, OBS, params, init_stats(OBS), normalize_obs=True, obs_clip=10.0,
                   sampler=policy.samplers[0])
+    # best-of-k: K = 16 candidates scored by the default (512-wide) categorical critic
+    critic = CategoricalCritic(CriticConfig())
+    critic_params = jax.jit(lambda k: critic.init(k, jnp.zeros((1, OBS)), jnp.zeros((1, ACT))))(jax.random.PRNGKey(2))
+    export_critic(out, CriticConfig(), critic_params, init_stats(OBS), OBS, ACT, 16, policy.acting_sampler)
     rows = []
-    for sampler in policy.samplers:
+    for sampler in (*policy.samplers, "best-of-k"):
+        if only and sampler not in only:
+            continue
         fn, noise_shape, _ = deploy.deployable(out, sampler)
         onnx_path = deploy.export_onnx(out, sampler)
         options = ort.SessionOptions()
@@ -122,6 +130,9 @@ def write_table(rows: list[dict], out: Path, command: str) -> None:
              "JAX / ORT > 1: onnxruntime is faster.", "",
              "| algorithm (policy) | sampler | N | batch | onnxruntime ms | JAX ms | JAX / ORT | max abs diff |",
              "|---|---|---|---|---|---|---|---|"]
+    kinds = list(KINDS)
+    rows = sorted(rows, key=lambda r: (kinds.index(r["kind"]), r["num_steps"] or 0, r["sampler"] == "best-of-k",
+                                       r["sampler"], r["batch"]))
     for r in rows:
         lines.append(f"| {r['algos']} ({r['kind']}) | {r['sampler']} | {r['num_steps'] or '-'} | {r['batch']} | "
                      f"{r['onnxruntime_ms']:.3f} | {r['jax_ms']:.3f} | {r['ratio_jax_over_ort']:.2f} | "
@@ -135,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", default="8,16,128", help="chain lengths N (comma-separated)")
     p.add_argument("--batches", default="1,1024")
     p.add_argument("--kinds", default=",".join(KINDS))
+    p.add_argument("--samplers", default=None, help="only these samplers (comma-separated; default: all)")
+    p.add_argument("--append", action="store_true", help="merge into the --out directory's latency.json, "
+                   "replacing rows of the same policy, sampler, N and batch")
     p.add_argument("--min-time", type=float, default=1.0, help="seconds of repeated calls per cell")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads of onnxruntime and XLA (1: both "
                    "single-threaded; other values leave XLA's default)")
@@ -147,8 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.kinds.split(","):
             for n in (steps if KINDS[kind][3] else [None]):
-                rows += measure(kind, n, batches, args.min_time, Path(tmp), args.threads)
+                rows += measure(kind, n, batches, args.min_time, Path(tmp), args.threads,
+                                set(args.samplers.split(",")) if args.samplers else None)
     command = "python benchmarks/deploy_latency.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.append and (out / "latency.json").exists():
+        old = json.loads((out / "latency.json").read_text())
+        key = lambda r: (r["kind"], r["sampler"], r["num_steps"], r["batch"])  # noqa: E731
+        new_keys = {key(r) for r in rows}
+        rows = [r for r in old["rows"] if key(r) not in new_keys] + rows
+        command = old["command"] + "; " + command
     (out / "latency.json").write_text(json.dumps({"command": command, "rows": rows, "versions": library_versions(),
                                                   "cpu_count": os.cpu_count(), "threads": args.threads,
                                                   "xla_flags": os.environ.get("XLA_FLAGS", "")}, indent=2))
