@@ -49,16 +49,18 @@ def alpha_after_training(algo: str, alpha_max: float):
     if algo == "amdp":
         config = config.replace(adjoint=dataclasses.replace(config.adjoint, entropy_target_mult=50.0))
     state, metrics = jax.jit(make_train(config))(seed_keys(0, 1)[0])
-    return float(np.exp(state.algo.log_alpha)), np.asarray(metrics["dual/alpha"])
+    return float(np.exp(state.algo.log_alpha)), np.ravel(np.asarray(metrics["dual/alpha"]))
 
 
 @pytest.mark.parametrize("algo", ["reppo", "amdp"])
 def test_temperature_ceiling_holds_alpha_at_every_step(algo):
-    free_final, _ = alpha_after_training(algo, 0.0)
-    assert free_final > 0.02 * (1 + 2e-3)
-    capped_final, capped_logged = alpha_after_training(algo, 0.02)
-    assert capped_final == pytest.approx(0.02, rel=1e-6)
-    assert np.all(capped_logged <= 0.02 * (1 + 1e-6)), capped_logged
+    """alpha starts at 0.02 and climbs (Adam steps of ~3e-4 on log alpha: ~0.0201 after 16 steps);
+    a ceiling just above the start lets it climb, then holds it there exactly."""
+    ceiling = 0.02 * (1 + 2e-3)
+    final, logged = alpha_after_training(algo, ceiling)
+    assert final == pytest.approx(ceiling, rel=1e-6)  # it would have gone higher: the ceiling binds
+    assert np.all(np.diff(logged) >= -1e-9) and logged[0] < ceiling * (1 - 1e-4)  # it climbed to it
+    assert np.all(logged <= ceiling * (1 + 1e-6)), logged
 
 
 def test_temperature_ceiling_is_checked():
