@@ -82,13 +82,16 @@ def probe_env():
 def small_config(algo: str, env: str) -> TrainConfig:
     c = TrainConfig(algo=algo, env=env, num_envs=4, num_steps=4, total_env_steps=32, num_evals=1,
                     eval_envs=2, normalize_obs=False, asymmetric_critic=True, check_finite=False)
-    return c.replace(
+    from diffrl.algos import without_unused_settings
+
+    # one set of small sizes for every algorithm; each keeps the sections it reads
+    return without_unused_settings(c.replace(
         ppo=dataclasses.replace(c.ppo, num_minibatches=2, num_epochs=1, value_hidden=(16,)),
         reppo=dataclasses.replace(c.reppo, num_minibatches=2, num_epochs=1, best_of_k=3),
         critic=dataclasses.replace(c.critic, hidden=16, num_bins=11),
         gaussian=dataclasses.replace(c.gaussian, hidden=(16,), kl_samples=2),
         adjoint=dataclasses.replace(c.adjoint, hidden=(16,), num_steps=2),
-    )
+    ))[0]
 
 
 def assert_actor_obs(x):

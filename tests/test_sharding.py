@@ -36,12 +36,16 @@ RUN = textwrap.dedent("""
     from diffrl.core.sharding import make_mesh, state_shardings
 
     def config(algo, devices):
-        return TrainConfig(algo=algo, env="gymnax/Pendulum-v1", num_envs=8, num_steps=4, total_env_steps=64,
-                           chunk_iterations=2, num_devices=devices,
-                           ppo=PPOConfig(num_minibatches=4, num_epochs=2),
-                           reppo=REPPOConfig(num_minibatches=4, num_epochs=2),
-                           diffusion=DiffusionPolicyConfig(hidden=(16, 16), num_steps=4),
-                           adjoint=AdjointPolicyConfig(hidden=(16, 16), num_steps=4))
+        from diffrl.algos import without_unused_settings
+
+        # one set of small sizes for every algorithm; each keeps the sections it reads
+        return without_unused_settings(TrainConfig(
+            algo=algo, env="gymnax/Pendulum-v1", num_envs=8, num_steps=4, total_env_steps=64,
+            chunk_iterations=2, num_devices=devices,
+            ppo=PPOConfig(num_minibatches=4, num_epochs=2),
+            reppo=REPPOConfig(num_minibatches=4, num_epochs=2),
+            diffusion=DiffusionPolicyConfig(hidden=(16, 16), num_steps=4),
+            adjoint=AdjointPolicyConfig(hidden=(16, 16), num_steps=4)))[0]
 
     def train(algo, devices):
         cfg = config(algo, devices)
