@@ -362,6 +362,20 @@ def _load_npz(export_dir: Path, name: str, sha: str) -> dict[str, np.ndarray]:
         return {k: npz[k] for k in npz.files}
 
 
+def load_tree(export_dir: Path, name: str, sha: str, template: Any) -> Any:
+    """The parameter pytree stored in ``name`` (checksum, paths, shapes and dtypes checked)."""
+    flat = _load_npz(export_dir, name, sha)
+    _check_params(flat, template, f"arrays in {export_dir / name}")
+    paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+    return jax.tree_util.tree_unflatten(treedef, [jnp.asarray(flat[_path_name(p)]) for p, _ in paths])
+
+
+def load_stats(export_dir: Path, name: str, sha: str) -> RunningStats:
+    """Normaliser statistics stored in ``name`` (checksum checked)."""
+    s = _load_npz(export_dir, name, sha)
+    return RunningStats(mean=jnp.asarray(s["mean"]), var=jnp.asarray(s["var"]), count=jnp.asarray(s["count"]))
+
+
 def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
     """``act(obs, key) -> action`` from an export directory (jittable, vmappable).
 
@@ -392,18 +406,10 @@ def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
                             "export)" if sampler == BEST_OF_K else "")
                          + renamed_sampler_note([sampler], policy))
 
-    flat = _load_npz(export_dir, PARAMS_FILE, info["files"][PARAMS_FILE])
-    template = _param_shapes(policy, int(info["obs_size"]))
-    _check_params(flat, template, f"arrays in {export_dir / PARAMS_FILE}")
-    paths, treedef = jax.tree_util.tree_flatten_with_path(template)
-    params = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(flat[_path_name(p)]) for p, _ in paths])
-
+    params = load_tree(export_dir, PARAMS_FILE, info["files"][PARAMS_FILE],
+                       _param_shapes(policy, int(info["obs_size"])))
     norm = info["normalizer"]
-    stats = None
-    if norm["enabled"]:
-        s = _load_npz(export_dir, STATS_FILE, info["files"][STATS_FILE])
-        stats = RunningStats(mean=jnp.asarray(s["mean"]), var=jnp.asarray(s["var"]),
-                             count=jnp.asarray(s["count"]))
+    stats = load_stats(export_dir, STATS_FILE, info["files"][STATS_FILE]) if norm["enabled"] else None
     clip, eps = float(norm["clip"]), float(norm["eps"])
 
     critic = None

@@ -62,8 +62,7 @@ class ExportedCritic:
 
     def __init__(self, export_dir: str | Path, normalizer: dict):
         from diffrl.critics.categorical import CategoricalCritic, CriticConfig
-        from diffrl.export import ExportError, _check_params, _load_npz, _path_name, config_from_json
-        from diffrl.normalization import RunningStats
+        from diffrl.export import ExportError, config_from_json, load_stats, load_tree
 
         export_dir = Path(export_dir)
         try:
@@ -73,13 +72,9 @@ class ExportedCritic:
         self.info = info
         self.k, self.acting_sampler = int(info["best_of_k"]), info["acting_sampler"]
         self.critic = CategoricalCritic(config_from_json(CriticConfig, info["config"]))
-        flat = _load_npz(export_dir, CRITIC_PARAMS_FILE, info["files"][CRITIC_PARAMS_FILE])
-        template = _critic_template(self.critic, int(info["obs_size"]), int(info["action_size"]))
-        _check_params(flat, template, f"arrays in {export_dir / CRITIC_PARAMS_FILE}")
-        paths, treedef = jax.tree_util.tree_flatten_with_path(template)
-        self.params = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(flat[_path_name(p)]) for p, _ in paths])
-        s = _load_npz(export_dir, CRITIC_STATS_FILE, info["files"][CRITIC_STATS_FILE])
-        self.stats = RunningStats(mean=jnp.asarray(s["mean"]), var=jnp.asarray(s["var"]), count=jnp.asarray(s["count"]))
+        self.params = load_tree(export_dir, CRITIC_PARAMS_FILE, info["files"][CRITIC_PARAMS_FILE],
+                                _critic_template(self.critic, int(info["obs_size"]), int(info["action_size"])))
+        self.stats = load_stats(export_dir, CRITIC_STATS_FILE, info["files"][CRITIC_STATS_FILE])
         self.enabled = bool(normalizer["enabled"])
         self.clip, self.eps = float(normalizer["clip"]), float(normalizer["eps"])
 
@@ -115,11 +110,9 @@ def best_of_k_from_noise(policy, params, obs: jax.Array, raw_obs: jax.Array, noi
     obs: (B, o) normalised for the policy; raw_obs: (B, o) for the critic (normalised inside);
     noise: (B, K, *acting noise); any number of leading batch axes works the same way.
     """
+    from diffrl.algos.soft_critic import best_of_k
+
     batch_ndim = obs.ndim - 1
-    k = noise.shape[batch_ndim]
-    noise_k = jnp.moveaxis(noise, batch_ndim, 0)  # (K, *batch, ...)
-    actions = policy.eval_action_from_noise(params, jnp.broadcast_to(obs, (k, *obs.shape)), noise_k,
-                                            critic.acting_sampler)
-    q = critic.q(jnp.broadcast_to(raw_obs, (k, *raw_obs.shape)), actions)  # (K, B)
-    best = jnp.argmax(q, axis=0)
-    return jnp.take_along_axis(actions, best[None, ..., None], axis=0)[0]
+    noise_k = jnp.moveaxis(noise, batch_ndim, 0)  # (K, *batch, ...): the draws, candidate-major
+    return best_of_k(lambda obs_k, _key: policy.eval_action_from_noise(params, obs_k, noise_k, critic.acting_sampler),
+                     critic.q, obs, raw_obs, None, noise.shape[batch_ndim])
