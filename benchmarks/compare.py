@@ -23,11 +23,6 @@ from pathlib import Path
 import numpy as np
 
 
-def parse_value(text: str) -> str:
-    """The value text, converted to the field's type when set (diffrl.overrides.set_field)."""
-    return text
-
-
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     from diffrl.core.trainer import Trainer
     from diffrl.policies.base import offered_samplers
@@ -90,7 +85,7 @@ def main(argv=None) -> int:
     overrides = {}
     for item in args.set:
         key, _, value = item.partition("=")
-        overrides[key] = parse_value(value)
+        overrides[key] = value  # text: set_field converts it to the field's type
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []

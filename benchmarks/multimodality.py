@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stability import parse_value, random_return  # noqa: E402
+from stability import random_return  # noqa: E402
 
 METRICS = ("behaviour_entropy", "mode_reached", "episode_return")
 
@@ -223,7 +223,7 @@ def main(argv=None) -> int:
     args.preset = dict(item.split("=", 1) for item in args.preset)
     args.total_env_steps = {k: int(v) for k, _, v in (
         (item.rpartition("=")[0], None, item.rpartition("=")[2]) for item in args.total_env_steps)}
-    overrides = {k: parse_value(v) for k, v in (item.split("=", 1) for item in args.set)}
+    overrides = {k: v for k, v in (item.split("=", 1) for item in args.set)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.runs_dir = args.runs_dir or str(Path("runs") / "multimodality" / out.name)

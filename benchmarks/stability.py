@@ -48,11 +48,6 @@ DIAGNOSTICS = ("actor/kl", "actor/out_of_trust_region", "dual/alpha", "dual/beta
                "actor/entropy_estimate", "critic/q_mse")
 
 
-def parse_value(text: str) -> str:
-    """The value text, converted to the field's type when set (diffrl.overrides.set_field)."""
-    return text
-
-
 class RandomPolicy:
     """Uniform actions in [-1, 1]^d through the evaluation code (the normalisation's zero)."""
 
@@ -267,7 +262,7 @@ def main(argv=None) -> int:
         p.error("--algos and --envs are required (unless --report)")
     args.samplers = tuple(args.samplers.split(",")) if args.samplers else None
     args.preset = dict(item.split("=", 1) for item in args.preset)
-    overrides = {k: parse_value(v) for k, v in (item.split("=", 1) for item in args.set)}
+    overrides = {k: v for k, v in (item.split("=", 1) for item in args.set)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     records = []

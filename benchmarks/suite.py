@@ -46,18 +46,13 @@ class SuiteInterrupted(RuntimeError):
     """A program was stopped (SIGINT/SIGTERM) after checkpointing; rerun to continue."""
 
 
-def parse_value(text: str) -> str:
-    """The value text, converted to the field's type when set (diffrl.overrides.set_field)."""
-    return text
-
-
 def parse_overrides(items: list[str]) -> dict:
     overrides = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ValueError(f"--set expects key=value or algo:key=value, got {item!r}")
-        overrides[key] = parse_value(value)
+        overrides[key] = value  # text: set_field converts it to the field's type
     return overrides
 
 
