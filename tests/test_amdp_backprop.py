@@ -58,8 +58,9 @@ def test_actor_loss_gradient_flows_through_the_chain():
     params = perturbed(state.actor_params, jax.random.PRNGKey(1), 0.3)
     critic = without_value_prior(state.critic_params)
     obs = jax.random.normal(jax.random.PRNGKey(2), (64, 3))
-    mb = {"obs": obs, "critic_obs": obs}
     key = jax.random.PRNGKey(3)
+    # the minibatch carries the rollout's acting sample of the old policy, as in REPPO.update
+    mb = {"obs": obs, "critic_obs": obs, "policy_aux": jax.jit(algo.policy.sample)(params, obs, key)[1]}
 
     @jax.jit
     def loss(p):  # old = current params: every state inside the trust region (the first step)

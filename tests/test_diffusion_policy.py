@@ -181,6 +181,54 @@ def test_trust_region_kl_estimators_gradients_and_zero_at_equality():
     assert abs(diff.mean()) < 4 * diff.std() / math.sqrt(len(diff))
 
 
+def test_behaviour_path_kl_equals_the_fresh_kl_along_the_same_old_chain():
+    """kl_paths="behaviour" measures (E8) along the stored acting chain: with that chain's noise
+    the fresh estimator (K = 1) simulates exactly the same old path, so both estimators (closed
+    form and sampled) and the gradients agree up to float rounding, while the behaviour version
+    never calls the old network."""
+    fresh, params = make(learn_dt=True, per_step_dt=True, kl_samples=1)
+    stored, _ = make(learn_dt=True, per_step_dt=True, kl_paths="behaviour")
+    new = perturbed(params, jax.random.key(7))
+    obs, key = OBS_TB, jax.random.key(4)
+
+    @jax.jit
+    def run(p):
+        _, aux = stored.sample(params, obs, key)
+        noise = jnp.moveaxis(aux.noise, -2, 0)[:, None]  # (N + 1, K = 1, T, B, d): the same draws
+
+        def fresh_kl(q):
+            closed, sampled = dis_chain.trajectory_kl(
+                fresh._control_fn(params, obs), fresh._control_fn(q, obs), fresh.step_sizes(params),
+                fresh.step_sizes(q), 2.5, noise)
+            return jnp.mean(closed, axis=0), jnp.mean(sampled, axis=0)
+
+        def stored_kl(q):
+            kl, metrics = stored.trust_region_kl(params, q, obs, jax.random.key(99), aux)
+            return kl, metrics
+
+        grad_fresh = jax.grad(lambda q: jnp.mean(fresh_kl(q)[0]))(p)
+        grad_stored = jax.grad(lambda q: jnp.mean(stored_kl(q)[0]))(p)
+        return fresh_kl(p), stored_kl(p), grad_fresh, grad_stored, aux
+
+    (closed, sampled), (kl, metrics), g_fresh, g_stored, aux = run(new)
+    assert aux.path.shape == (*OBS_TB.shape[:-1], STEPS + 1, ACT)
+    np.testing.assert_allclose(aux.path[..., -1, :], aux.x_final, rtol=0, atol=0)
+    np.testing.assert_allclose(kl, closed, rtol=1e-4, atol=1e-6)
+    assert float(metrics["kl_sampled"]) == pytest.approx(float(jnp.mean(sampled)), rel=1e-4, abs=1e-6)
+    assert bool(jnp.all(kl > 0))
+    for a, b in zip(jax.tree.leaves(g_fresh), jax.tree.leaves(g_stored)):
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=1e-6)
+    # zero at equality: the old means come back from the stored path and noise
+    same, _ = jax.jit(lambda: stored.trust_region_kl(params, params, obs, jax.random.key(0), aux))()
+    assert float(jnp.max(jnp.abs(same))) < 1e-5
+    # the default ("fresh") stores no path; "behaviour" without the stored chain is refused
+    assert fresh.sample(params, obs[0], key)[1].path is None
+    with pytest.raises(ValueError, match="kl_paths='behaviour' needs the stored acting chain"):
+        stored.trust_region_kl(params, new, obs, key)
+    with pytest.raises(ValueError, match="kl_paths must be one of"):
+        DiffusionPolicyConfig(kl_paths="old")
+
+
 def test_deterministic_samplers_are_the_chains_of_the_initial_noise():
     policy, params = make(noise_free_coef=0.7)
     params = perturbed(params, jax.random.key(9), scale=0.3)  # a non-trivial control

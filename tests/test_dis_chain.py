@@ -234,6 +234,35 @@ def test_trajectory_kl_gradient_only_through_new_and_zero_at_equality():
     assert float(jnp.min(jnp.max(jnp.abs(g_new), axis=(1, 2, 3)))) > 1e-3
 
 
+def test_stored_path_kl_is_the_trajectory_kl_of_the_path_the_old_chain_took():
+    """Along the path that the old chain simulated from ``noise`` (as a rollout stores it), the
+    one-call estimator equals trajectory_kl on the same noise (same old path) and, over many paths,
+    the exact trajectory KL; it needs the new control only, evaluated on all steps at once."""
+    old, new = make_linear(5), make_linear(6)
+    eta_old, eta_new = jnp.asarray(ETA_OLD, jnp.float32), jnp.asarray(ETA_NEW, jnp.float32)
+    noise = dis_chain.draw_noise(jax.random.key(7), N, (PATHS,), D)
+    path = dis_chain.sample_chain(linear_control(*old), eta_old, SIGMA0, noise, return_path=True).path
+    A_new, b_new = (jnp.asarray(a, jnp.float32) for a in new)
+    calls = []
+
+    def all_steps(x, n):  # x (N, PATHS, D), n (N, 1): one call for every step
+        calls.append(x.shape)
+        return jnp.einsum("...ij,...j->...i", A_new[n], x) + b_new[n]
+
+    closed, sampled = dis_chain.stored_path_kl(all_steps, eta_old, eta_new, SIGMA0, path, noise)
+    assert calls == [(N, PATHS, D)]
+    ref_closed, ref_sampled = dis_chain.trajectory_kl(
+        linear_control(*old), linear_control(*new), eta_old, eta_new, SIGMA0, noise)
+    np.testing.assert_allclose(closed, ref_closed, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(sampled, ref_sampled, rtol=1e-4, atol=1e-4)
+    exact = exact_trajectory_kl(old, new, ETA_OLD, ETA_NEW)
+    for est in (np.asarray(closed, np.float64), np.asarray(sampled, np.float64)):
+        assert abs(est.mean() - exact) < 4 * est.std() / math.sqrt(PATHS)
+    same, _ = dis_chain.stored_path_kl(lambda x, n: jnp.einsum("...ij,...j->...i", jnp.asarray(old[0], jnp.float32)[n], x)
+                                       + jnp.asarray(old[1], jnp.float32)[n], eta_old, eta_old, SIGMA0, path, noise)
+    assert float(jnp.max(jnp.abs(same))) < 1e-4
+
+
 # -- deterministic samplers: reversal-ode (E10) and noise-free (E11) ---------------------------
 def sampler_affine_map(A, b, eta, kind, coef=1.0, sigma0=SIGMA0):
     """(G, h) with x_N = G x_0 + h for a deterministic sampler under the linear control (float64).

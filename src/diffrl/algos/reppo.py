@@ -79,7 +79,7 @@ class REPPO(SoftActorCritic):
         q = self.q_value(critic_params, mb["critic_obs"], sample.action)
         alpha = jnp.exp(log_alpha) if c.learn_alpha else jnp.exp(jax.lax.stop_gradient(log_alpha))
         value_loss = jax.lax.stop_gradient(alpha) * sample.log_prob - q
-        kl, kl_metrics = self.policy.trust_region_kl(old_params, params, mb["obs"], key_kl)
+        kl, kl_metrics = self.policy.trust_region_kl(old_params, params, mb["obs"], key_kl, mb["policy_aux"])
         beta = jnp.exp(log_beta)
         per_state = actor_loss_per_state(value_loss, kl, c.kl_bound, beta, c.actor_loss_mode)
         loss = jnp.mean(per_state) + kl_multiplier_loss(log_beta, kl, c.kl_bound)
@@ -110,7 +110,9 @@ class REPPO(SoftActorCritic):
 
         targets, next_features, target_metrics = soft_targets(
             sample_next, self.critic, state.critic_params, batch, alpha, c.gamma, c.td_lambda, key_targets)
-        data = flatten_time_batch(critic_batch(batch, targets, next_features))
+        data = critic_batch(batch, targets, next_features)
+        data["policy_aux"] = batch.policy_aux  # the acting samples of old_params (trust-region KL)
+        data = flatten_time_batch(data)
         old_params = state.actor_params
 
         def sgd_step(carry, mb, key_step):

@@ -107,11 +107,13 @@ class PathwisePolicy(Policy, Protocol):
     def rsample(self, params: Params, obs: jax.Array, key: jax.Array) -> PathwiseSample: ...
 
     def trust_region_kl(
-        self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array
+        self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array, behaviour: Any = None
     ) -> tuple[jax.Array, dict]:
         """(...,) estimate of KL(pi_old(.|s) || pi(.|s)) per state (or an upper bound,
         e.g. the whole-trajectory KL), differentiable w.r.t. ``params`` only; plus a
-        dict of scalar diagnostics."""
+        dict of scalar diagnostics. ``behaviour`` is the aux that ``sample`` returned under
+        ``old_params`` at these ``obs`` (the rollout's acting sample, a draw of pi_old): a
+        policy may measure the KL along it instead of drawing fresh old samples."""
         ...
 
 

@@ -265,6 +265,41 @@ def trajectory_kl(
     return jnp.sum(closed, axis=0), jnp.sum(sampled, axis=0)
 
 
+def stored_path_kl(
+    new_control_all_steps: Callable[[jax.Array, jax.Array], jax.Array],
+    old_eta: jax.Array,
+    new_eta: jax.Array,
+    sigma0: float,
+    path: jax.Array,
+    noise: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """The two estimates of :func:`trajectory_kl` along one STORED old path, eq. (E8).
+
+    path: (N + 1, ..., d) the states x_0..x_N of a chain that the OLD policy simulated with
+    ``noise`` (N + 1, ..., d), e.g. the acting chain of a rollout: it is a draw from P_old at that
+    state, so both estimates stay unbiased. The old means need no network call: (E4) gives
+    mu_old,n = x_{n+1} - sqrt(2 eta_old,n) eps_n exactly (up to rounding). The new control is
+    evaluated at all N stored states in ONE call, new_control_all_steps(x (N, ..., d),
+    n (N, 1, ..., 1)) -> (N, ..., d), instead of a sequential scan that also re-runs the old chain:
+    N batched network calls instead of 2N sequential ones per path. Gradients flow only through
+    the new control and ``new_eta``. Returns closed_form, sampled, each (...,).
+    """
+    sg = jax.lax.stop_gradient
+    path, noise, old_eta = sg(path), sg(noise), sg(old_eta)
+    num_steps = old_eta.shape[0]
+    lead = path.ndim - 2  # batch axes between the step axis and d
+    as_steps = lambda a: a.reshape((num_steps,) + (1,) * lead + a.shape[-1:])  # (N, d) -> (N, 1.., d)
+    var_old, var_new = 2.0 * as_steps(old_eta), 2.0 * as_steps(new_eta)
+    x, x_next, eps = path[:-1], path[1:], noise[1:]
+    mean_old = x_next - jnp.sqrt(var_old) * eps
+    steps = jnp.arange(num_steps, dtype=jnp.int32).reshape((num_steps,) + (1,) * lead)
+    mean_new = forward_mean(x, new_control_all_steps(x, steps), as_steps(new_eta), sigma0)
+    closed = gaussian_kl_diag(mean_old, var_old, mean_new, var_new)
+    log_old = -0.5 * jnp.sum(eps**2 + _LOG_2PI + jnp.log(var_old), axis=-1)
+    sampled = log_old - diag_gaussian_log_prob(x_next, mean_new, var_new)
+    return jnp.sum(closed, axis=0), jnp.sum(sampled, axis=0)
+
+
 def reversal_ode(control_fn: ControlFn, eta: jax.Array, x0: jax.Array) -> jax.Array:
     """The "reversal-ode" sampler, eq. (E10): x_{n+1} = x_n + eta_n f(x_n, n) / 2. Returns x_N.
 

@@ -187,8 +187,11 @@ class GaussianPolicy:
         lp = self._log_prob_raw(u, mean, std)
         return PathwiseSample(action=self.squash(u), log_prob=lp, dual_log_prob=lp)
 
-    def trust_region_kl(self, old_params, params, obs, key):
-        """Forward KL(pi_old || pi) per state from K old samples: (...,)."""
+    def trust_region_kl(self, old_params, params, obs, key, behaviour=None):
+        """Forward KL(pi_old || pi) per state from K old samples: (...,).
+
+        ``behaviour`` (the stored acting aux) is not needed: the old Gaussian is recomputed
+        in one network call."""
         k = self.config.kl_samples
         old_mean, old_std = jax.lax.stop_gradient(self.dist(old_params, obs))
         mean, std = self.dist(params, obs)
