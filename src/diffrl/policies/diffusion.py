@@ -14,8 +14,8 @@ learned step sizes, and implements :class:`~diffrl.policies.base.PathwisePolicy`
   when dt / friction are learned) or the sampled log-ratio, along old chains: ``kl_paths="fresh"``
   simulates K new old-policy chains per state (the reference; 2N sequential network calls per
   path), ``"behaviour"`` reuses the acting chain the rollout stored (an old-policy draw at exactly
-  that state; N network calls in one batch, no old-network call; TruDi paper Sec. on the
-  trust region: any sample of P_old gives an unbiased estimate).
+  that state, so the estimate stays unbiased; N network calls in one batch and no call of the
+  old network).
 * ``eval_action`` samplers (:mod:`diffrl.policies.dis_chain`, eqs. E10, E11):
   - "sde": the acting chain (E4); its end point is the policy.
   - "reversal-ode": x_{n+1} = x_n + eta_n f / 2 (:func:`dis_chain.reversal_ode`), the
