@@ -242,14 +242,17 @@ def test_stored_path_kl_is_the_trajectory_kl_of_the_path_the_old_chain_took():
     eta_old, eta_new = jnp.asarray(ETA_OLD, jnp.float32), jnp.asarray(ETA_NEW, jnp.float32)
     noise = dis_chain.draw_noise(jax.random.key(7), N, (PATHS,), D)
     path = dis_chain.sample_chain(linear_control(*old), eta_old, SIGMA0, noise, return_path=True).path
-    A_new, b_new = (jnp.asarray(a, jnp.float32) for a in new)
     calls = []
 
-    def all_steps(x, n):  # x (N, PATHS, D), n (N, 1): one call for every step
-        calls.append(x.shape)
-        return jnp.einsum("...ij,...j->...i", A_new[n], x) + b_new[n]
+    def all_steps(A, b):  # the linear control on every step at once: x (N, PATHS, D), n (N, 1)
+        A, b = jnp.asarray(A, jnp.float32), jnp.asarray(b, jnp.float32)
 
-    closed, sampled = dis_chain.stored_path_kl(all_steps, eta_old, eta_new, SIGMA0, path, noise)
+        def control(x, n):
+            calls.append(x.shape)
+            return jnp.einsum("...ij,...j->...i", A[n], x) + b[n]
+        return control
+
+    closed, sampled = dis_chain.stored_path_kl(all_steps(*new), eta_old, eta_new, SIGMA0, path, noise)
     assert calls == [(N, PATHS, D)]
     ref_closed, ref_sampled = dis_chain.trajectory_kl(
         linear_control(*old), linear_control(*new), eta_old, eta_new, SIGMA0, noise)
@@ -258,8 +261,7 @@ def test_stored_path_kl_is_the_trajectory_kl_of_the_path_the_old_chain_took():
     exact = exact_trajectory_kl(old, new, ETA_OLD, ETA_NEW)
     for est in (np.asarray(closed, np.float64), np.asarray(sampled, np.float64)):
         assert abs(est.mean() - exact) < 4 * est.std() / math.sqrt(PATHS)
-    same, _ = dis_chain.stored_path_kl(lambda x, n: jnp.einsum("...ij,...j->...i", jnp.asarray(old[0], jnp.float32)[n], x)
-                                       + jnp.asarray(old[1], jnp.float32)[n], eta_old, eta_old, SIGMA0, path, noise)
+    same, _ = dis_chain.stored_path_kl(all_steps(*old), eta_old, eta_old, SIGMA0, path, noise)
     assert float(jnp.max(jnp.abs(same))) < 1e-4
 
 

@@ -315,7 +315,7 @@ class DiffusionPolicy:
                 raise ValueError("diffusion.kl_paths='behaviour' needs the stored acting chain: pass the "
                                  "aux that sample() returned (with its path) as `behaviour`")
             closed, sampled = dis_chain.stored_path_kl(
-                lambda x, n: self.net.apply(params["control"], x, obs, n),
+                self._control_fn(params, obs),  # called once, on all steps: x (N, ..., d), n (N, 1, ...)
                 self.step_sizes(old_params),
                 self.step_sizes(params),
                 cfg.sigma0,
