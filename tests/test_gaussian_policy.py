@@ -69,6 +69,30 @@ def test_kl_zero_for_identical_policies_and_grad_only_through_new():
     assert all(float(jnp.max(jnp.abs(x))) == 0.0 for x in jax.tree_util.tree_leaves(g_old))
 
 
+def test_kl_reusing_the_rsample_pass_equals_the_kl_with_its_own_pass():
+    """REPPO's actor loss hands the rsample's (mean, std) back as ``current``: the KL, and the
+    gradient of value term + KL through the one shared network pass, equal those of the KL that
+    runs the network itself (oracle: the two-pass computation)."""
+    pol = make(d=3, kl_samples=8)
+    obs = jax.random.normal(jax.random.PRNGKey(0), (32, 4))
+    old = pol.init(jax.random.PRNGKey(1), 4)
+    new = jax.tree_util.tree_map(lambda p: p + 0.05 * jax.random.normal(jax.random.PRNGKey(2), p.shape), old)
+
+    def loss(p, share):
+        sample = pol.rsample(p, obs, jax.random.PRNGKey(3))
+        kl, _ = pol.trust_region_kl(old, p, obs, jax.random.PRNGKey(4),
+                                    current=sample.kl_context if share else None)
+        return jnp.mean(sample.log_prob + 2.0 * kl), kl
+
+    (l_two, kl_two), g_two = jax.value_and_grad(loss, has_aux=True)(new, False)
+    (l_one, kl_one), g_one = jax.value_and_grad(loss, has_aux=True)(new, True)
+    np.testing.assert_allclose(kl_one, kl_two, rtol=1e-6, atol=1e-7)
+    assert float(jnp.mean(kl_two)) > 1e-4
+    np.testing.assert_allclose(l_one, l_two, rtol=1e-6)
+    for a, b in zip(jax.tree_util.tree_leaves(g_one), jax.tree_util.tree_leaves(g_two)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_normal_log_prob_against_scipy_formula():
     u, m, s = jnp.array([[0.3, -1.0]]), jnp.array([[0.1, 0.5]]), jnp.array([[0.7, 2.0]])
     expected = sum(-0.5 * ((ui - mi) / si) ** 2 - np.log(si) - 0.5 * np.log(2 * np.pi)

@@ -79,7 +79,8 @@ class REPPO(SoftActorCritic):
         q = self.q_value(critic_params, mb["critic_obs"], sample.action)
         alpha = jnp.exp(log_alpha) if c.learn_alpha else jnp.exp(jax.lax.stop_gradient(log_alpha))
         value_loss = jax.lax.stop_gradient(alpha) * sample.log_prob - q
-        kl, kl_metrics = self.policy.trust_region_kl(old_params, params, mb["obs"], key_kl, mb["policy_aux"])
+        kl, kl_metrics = self.policy.trust_region_kl(old_params, params, mb["obs"], key_kl, mb["policy_aux"],
+                                                     current=sample.kl_context)
         beta = jnp.exp(log_beta)
         per_state = actor_loss_per_state(value_loss, kl, c.kl_bound, beta, c.actor_loss_mode)
         loss = jnp.mean(per_state) + kl_multiplier_loss(log_beta, kl, c.kl_bound)

@@ -235,10 +235,11 @@ class AdjointPolicy:
         lp = self.log_prob_bound(chain.control_cost)
         return PathwiseSample(action=self.squash(chain.x1), log_prob=lp, dual_log_prob=lp)
 
-    def trust_region_kl(self, old_params, params, obs, key, behaviour=None):
+    def trust_region_kl(self, old_params, params, obs, key, behaviour=None, current=None):
         """(...,) KL(P_old || P_theta) of the discrete chains on one old path, and metrics.
 
-        The path is simulated afresh (``behaviour``, the stored acting aux, is not used).
+        The path is simulated afresh (``behaviour``, the stored acting aux, and ``current`` are
+        not used).
 
         Both chains share the step noise sbar_n, so the per-step Gaussian KL is exactly
         1/2 ||u_theta(x_n, t_n) - u_old(x_n, t_n)||^2 dt: the sum is an unbiased estimate of

@@ -39,11 +39,15 @@ class PathwiseSample:
       used in the actor loss and the soft reward.
     dual_log_prob: (...,) the quantity whose negative the temperature dual drives
       toward the entropy target (== log_prob for Gaussians; DIME's running cost).
+    kl_context: what this sample's network pass computed that :meth:`PathwisePolicy.trust_region_kl`
+      at the same params and obs can reuse instead of running the network again (the Gaussian's
+      mean and std), or None. The algorithm passes it back as ``current`` without looking inside.
     """
 
     action: jax.Array
     log_prob: jax.Array
     dual_log_prob: jax.Array
+    kl_context: Any = None
 
 
 @runtime_checkable
@@ -107,13 +111,16 @@ class PathwisePolicy(Policy, Protocol):
     def rsample(self, params: Params, obs: jax.Array, key: jax.Array) -> PathwiseSample: ...
 
     def trust_region_kl(
-        self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array, behaviour: Any = None
+        self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array, behaviour: Any = None,
+        current: Any = None,
     ) -> tuple[jax.Array, dict]:
         """(...,) estimate of KL(pi_old(.|s) || pi(.|s)) per state (or an upper bound,
         e.g. the whole-trajectory KL), differentiable w.r.t. ``params`` only; plus a
         dict of scalar diagnostics. ``behaviour`` is the aux that ``sample`` returned under
         ``old_params`` at these ``obs`` (the rollout's acting sample, a draw of pi_old): a
-        policy may measure the KL along it instead of drawing fresh old samples."""
+        policy may measure the KL along it instead of drawing fresh old samples. ``current``
+        is the ``kl_context`` of an :meth:`rsample` under ``params`` at these ``obs`` (or None):
+        a policy may reuse it instead of running its network on ``params`` again."""
         ...
 
 

@@ -299,14 +299,15 @@ class DiffusionPolicy:
     # ---------------------------------------------------------------- trust region
     def trust_region_kl(
         self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array,
-        behaviour: DiffusionAux | None = None,
+        behaviour: DiffusionAux | None = None, current: None = None,
     ) -> tuple[jax.Array, dict]:
         """(...,) trajectory KL(old || new), eq. (E8), per state.
 
         ``kl_paths="fresh"``: averaged over K old chains simulated from ``key``;
         ``"behaviour"``: along the stored acting chain ``behaviour`` (the aux ``sample`` returned
         under ``old_params`` at these ``obs``), which this mode requires.
-        Differentiable w.r.t. ``params`` only. Metrics log both estimators' means.
+        Differentiable w.r.t. ``params`` only. Metrics log both estimators' means. ``current``
+        is not used: the new control is needed at other states than those of any rsample.
         """
         cfg = self.config
         old_params = jax.lax.stop_gradient(old_params)

@@ -185,16 +185,18 @@ class GaussianPolicy:
         mean, std = self.dist(params, obs)
         u = mean + std * jax.random.normal(key, mean.shape)
         lp = self._log_prob_raw(u, mean, std)
-        return PathwiseSample(action=self.squash(u), log_prob=lp, dual_log_prob=lp)
+        return PathwiseSample(action=self.squash(u), log_prob=lp, dual_log_prob=lp, kl_context=(mean, std))
 
-    def trust_region_kl(self, old_params, params, obs, key, behaviour=None):
+    def trust_region_kl(self, old_params, params, obs, key, behaviour=None, current=None):
         """Forward KL(pi_old || pi) per state from K old samples: (...,).
 
         ``behaviour`` (the stored acting aux) is not needed: the old Gaussian is recomputed
-        in one network call."""
+        in one network call. ``current``, the (mean, std) of an :meth:`rsample` under ``params``
+        at ``obs``, spares the network pass on ``params``: the actor's value and KL terms then
+        share one forward and one backward pass (the reference REPPO code shares it too)."""
         k = self.config.kl_samples
         old_mean, old_std = jax.lax.stop_gradient(self.dist(old_params, obs))
-        mean, std = self.dist(params, obs)
+        mean, std = self.dist(params, obs) if current is None else current
         eps = jax.random.normal(key, (k,) + old_mean.shape)
         u = old_mean + old_std * eps  # (K, ..., d), pre-squash: Jacobians cancel
         kl = jnp.mean(normal_log_prob(u, old_mean, old_std) - normal_log_prob(u, mean, std), axis=0)
