@@ -12,7 +12,8 @@ noise hits them alike:
   iteration     rollout + targets + all SGD steps (the training program's loop body)
   rollout       num_steps env steps with the acting policy (observation normaliser included)
   update        the algorithm's whole update (targets + epochs x minibatches SGD steps)
-  targets       next-state actions, critic values and soft lambda-returns (once per iteration)
+  targets       next-state actions, critic values, soft lambda-returns and the flattened SGD
+                data (``REPPO.sgd_data``, once per iteration)
   critic_steps  the critic's steps alone (epochs x minibatches), on the iteration's minibatches
   actor_steps   the actor's steps alone (loss, gradient, optimiser, duals), same count
   kl_grads      the gradient of the trust-region KL alone, same count
@@ -39,13 +40,12 @@ import optax
 
 
 def build_phases(config) -> tuple[dict, dict]:
-    from diffrl.algos.epochs import flatten_time_batch
-    from diffrl.algos.soft_critic import critic_batch, critic_step, soft_targets
+    from diffrl.algos.soft_critic import critic_step
     from diffrl.core.build import build
     from diffrl.core.loop import make_components
 
     env, algo, _ = build(config)
-    if not hasattr(algo, "actor_loss"):
+    if not hasattr(algo, "sgd_data"):
         raise SystemExit(f"profile_update: {config.algo} is not a REPPO-family algorithm (reppo, trudi)")
     comps = make_components(config, env, algo)
     c = algo.c
@@ -56,16 +56,7 @@ def build_phases(config) -> tuple[dict, dict]:
     n = config.num_envs * config.num_steps
     size = n // c.num_minibatches
 
-    def sample_next(obs, k):
-        out = algo.policy.rsample(state.actor_params, obs, k)
-        return out.action, out.log_prob
-
-    targets, next_features, _ = jax.jit(lambda b, k: soft_targets(
-        sample_next, algo.critic, state.critic_params, b, jnp.exp(state.log_alpha), c.gamma, c.td_lambda, k))(
-        batch, jax.random.PRNGKey(2))
-    data = critic_batch(batch, targets, next_features)
-    data["policy_aux"] = batch.policy_aux
-    data = flatten_time_batch(data)
+    data, _ = jax.jit(algo.sgd_data)(state, batch, jax.random.PRNGKey(2))  # the update's own data
     idx = jax.random.permutation(jax.random.PRNGKey(3), n)[: size * c.num_minibatches].reshape(-1, size)
     idx = jnp.concatenate([idx] * c.num_epochs)  # (steps, size)
     keys = jax.random.split(jax.random.PRNGKey(4), steps)
@@ -119,9 +110,7 @@ def build_phases(config) -> tuple[dict, dict]:
         "iteration": (comps.iteration, (ts,)),
         "rollout": (comps.rollout, (ts, jax.random.PRNGKey(5))),
         "update": (algo.update, (state, batch, jax.random.PRNGKey(6))),
-        "targets": (lambda b, k: soft_targets(sample_next, algo.critic, state.critic_params, b,
-                                              jnp.exp(state.log_alpha), c.gamma, c.td_lambda, k),
-                    (batch, jax.random.PRNGKey(7))),
+        "targets": (algo.sgd_data, (state, batch, jax.random.PRNGKey(7))),
         "critic_steps": (critic_steps, (state.critic_params, state.critic_opt)),
         "actor_steps": (actor_steps, (actor_vars, state.actor_opt)),
         "kl_grads": (kl_grads, (state.actor_params,)),

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -209,15 +208,20 @@ def _launch(args, who: str, core: int, result: Path, python: str) -> subprocess.
 
 
 def _versions() -> dict:
-    from importlib.metadata import version
+    """diffrl's run-record versions, plus distrax (the one package only the reference needs)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": platform.python_version(), "machine": platform.machine()}
-    for pkg in ("jax", "jaxlib", "flax", "optax", "mujoco", "mujoco-mjx", "playground", "distrax"):
-        try:
-            out[pkg] = version(pkg)
-        except Exception:
-            out[pkg] = None
-    return out
+    try:
+        from diffrl.core.run_dir import library_versions
+    except ImportError:  # the reference's venv sees diffrl's dependencies but not its editable install
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+        from diffrl.core.run_dir import library_versions
+
+    try:
+        distrax = version("distrax")
+    except PackageNotFoundError:
+        distrax = "not installed"
+    return {**library_versions(), "distrax": distrax}
 
 
 def table(rows: list[dict]) -> str:

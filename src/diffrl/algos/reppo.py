@@ -100,20 +100,26 @@ class REPPO(SoftActorCritic):
         }
         return loss, metrics
 
-    def update(self, state: REPPOState, batch: Rollout, key):
+    def sgd_data(self, state: REPPOState, batch: Rollout, key) -> tuple[dict, dict]:
+        """The iteration's fixed SGD data: soft lambda-return targets from the critic and policy at
+        the iteration start, flattened to (T * B, ...) minibatch rows; plus the targets' metrics."""
         c = self.c
-        key_targets, key_epochs = jax.random.split(key)
-        alpha = jnp.exp(state.log_alpha)
 
         def sample_next(obs, k):
             out = self.policy.rsample(state.actor_params, obs, k)
             return jax.lax.stop_gradient(out.action), jax.lax.stop_gradient(out.log_prob)
 
         targets, next_features, target_metrics = soft_targets(
-            sample_next, self.critic, state.critic_params, batch, alpha, c.gamma, c.td_lambda, key_targets)
+            sample_next, self.critic, state.critic_params, batch, jnp.exp(state.log_alpha), c.gamma,
+            c.td_lambda, key)
         data = critic_batch(batch, targets, next_features)
         data["policy_aux"] = batch.policy_aux  # the acting samples of old_params (trust-region KL)
-        data = flatten_time_batch(data)
+        return flatten_time_batch(data), target_metrics
+
+    def update(self, state: REPPOState, batch: Rollout, key):
+        c = self.c
+        key_targets, key_epochs = jax.random.split(key)
+        data, target_metrics = self.sgd_data(state, batch, key_targets)
         old_params = state.actor_params
 
         def sgd_step(carry, mb, key_step):
