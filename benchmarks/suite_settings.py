@@ -20,6 +20,7 @@ PAPER_DMC_TASKS: tuple[str, ...] = tuple(f"playground/{t}" for t in (
 ))
 
 ALGOS: tuple[str, ...] = ("ppo", "reppo", "trudi", "amdp")
+"""The default algorithms; the baselines run with --algos (e.g. ``--algos ppo,spo,reppo,dime,trudi``)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ QUICK = SuiteSettings(
     total_env_steps=98_304,
     num_evals=6,
     eval_envs=16,
-    presets={"ppo": "ppo-dmc-cpu", "reppo": "reppo-dmc-cpu", "trudi": "trudi-dmc-cpu", "amdp": "amdp-dmc-cpu"},
+    presets={"ppo": "ppo-dmc-cpu", "reppo": "reppo-dmc-cpu", "trudi": "trudi-dmc-cpu", "amdp": "amdp-dmc-cpu",
+             "spo": "spo-dmc-cpu", "dime": "dime-dmc-cpu"},
 )
 
 # Paper scale (GPU): the REPPO paper's small-data setting for REPPO and the diffusion
@@ -72,7 +74,8 @@ PAPER = SuiteSettings(
     total_env_steps=50_000_000,
     num_evals=20,
     eval_envs=32,
-    presets={"ppo": "ppo-dmc", "reppo": "reppo-dmc-small", "trudi": "trudi-dmc-small", "amdp": "amdp-dmc-small"},
+    presets={"ppo": "ppo-dmc", "reppo": "reppo-dmc-small", "trudi": "trudi-dmc-small", "amdp": "amdp-dmc-small",
+             "spo": "spo-dmc", "dime": "dime-dmc-small"},
     num_envs=1024,
 )
 

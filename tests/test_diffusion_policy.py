@@ -267,3 +267,49 @@ def test_config_validation():
     policy, _ = make()
     assert policy.dt_init == pytest.approx(1 / STEPS)
     assert policy.erf_scale == pytest.approx(1 / (math.sqrt(2) * 2.5))
+
+
+def test_trust_region_modes_action_and_none():
+    """TruDi's ablation (--diffusion.trust-region): 'action' bounds the moment-matched KL of the
+    action marginals (E12), 0 at equal params, gradient only into the new params; 'none' hands the
+    loss 0 and still logs how far the path moved (the trajectory KL of 'trajectory')."""
+    traj, params = make(learn_dt=True, per_step_dt=True, kl_samples=8)
+    action, _ = make(learn_dt=True, per_step_dt=True, kl_samples=8, trust_region="action")
+    none, _ = make(learn_dt=True, per_step_dt=True, kl_samples=8, trust_region="none")
+    new = perturbed(params, jax.random.key(7))
+    key = jax.random.key(3)
+
+    @jax.jit
+    def run(old, p):
+        def mean_kl(o, q):
+            kl, metrics = action.trust_region_kl(o, q, OBS_TB, key)
+            return jnp.mean(kl), (kl, metrics)
+        (_, (kl, metrics)), grads = jax.value_and_grad(mean_kl, argnums=(0, 1), has_aux=True)(old, p)
+        return kl, metrics, grads, traj.trust_region_kl(old, p, OBS_TB, key), none.trust_region_kl(old, p, OBS_TB, key)
+
+    kl_same, *_ = run(params, params)
+    assert float(jnp.max(jnp.abs(kl_same))) < 1e-5  # common noise: old and new end points coincide
+    kl, metrics, (g_old, g_new), (kl_traj, m_traj), (kl_none, m_none) = run(params, new)
+    assert kl.shape == OBS_TB.shape[:-1] and bool(jnp.all(kl >= 0)) and float(jnp.mean(kl)) > 0
+    assert set(metrics) == {"kl_action"}
+    assert float(metrics["kl_action"]) == pytest.approx(float(jnp.mean(kl)), rel=1e-5)
+    assert all(float(jnp.max(jnp.abs(x))) == 0.0 for x in jax.tree.leaves(g_old))
+    assert float(jnp.max(jnp.abs(g_new["dt_raw"]))) > 0 and all(
+        bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(g_new))
+    assert float(jnp.max(jnp.abs(kl_none))) == 0.0
+    assert m_none.keys() == m_traj.keys()
+    for name in m_traj:  # the same old paths (same key): the logged trajectory KL is TruDi's
+        assert float(m_none[name]) == pytest.approx(float(m_traj[name]), rel=1e-5)
+
+    # 'none' gives the loss nothing to differentiate
+    g_none = jax.jit(jax.grad(lambda p: jnp.sum(none.trust_region_kl(params, p, OBS_TB, key)[0])))(new)
+    assert all(float(jnp.max(jnp.abs(x))) == 0.0 for x in jax.tree.leaves(g_none))
+
+
+def test_action_trust_region_config_is_checked():
+    with pytest.raises(ValueError, match="kl_samples >= 2"):
+        DiffusionPolicyConfig(trust_region="action", kl_samples=1)
+    with pytest.raises(ValueError, match="kl_paths='behaviour'"):
+        DiffusionPolicyConfig(trust_region="action", kl_paths="behaviour")
+    with pytest.raises(ValueError, match="trust_region must be one of"):
+        DiffusionPolicyConfig(trust_region="final")

@@ -456,3 +456,27 @@ def test_reversal_ode_is_deterministic_and_keeps_prior_with_zero_control():
     # the noise-free chain contracts towards 0 instead (it drops the noise that keeps p0)
     contracted = np.asarray(dis_chain.noise_free_chain(zero, eta, SIGMA0, x0, 1.0)).std(0)
     assert np.all(contracted < 0.8 * SIGMA0)
+
+
+def test_moment_matched_action_kl_matches_the_exact_kl_of_gaussian_marginals():
+    """(E12): under a linear control x_N is Gaussian, so with many end points on common noise the
+    moment-matched KL converges to the exact KL of the per-dimension marginals; 0 at equality.
+    Each dimension's marginal KL is at most the trajectory KL (E8), by data processing."""
+    old, new = make_linear(2), make_linear(2)
+    new = (new[0] + 0.2 * np.random.default_rng(9).normal(size=new[0].shape), new[1] + 0.6)
+    noise = dis_chain.draw_noise(jax.random.key(21), N, (PATHS,), D)
+    ends = {}
+    for name, (A, b), eta in (("old", old, ETA_OLD), ("new", new, ETA_NEW)):
+        ends[name] = dis_chain.sample_chain(linear_control(A, b), jnp.asarray(eta, jnp.float32), SIGMA0, noise).x_final
+    est = float(dis_chain.moment_matched_kl(ends["old"], ends["new"]))
+    (m_o, c_o), (m_n, c_n) = ((z[0][-1], z[1][-1]) for z in (marginals(*old, ETA_OLD), marginals(*new, ETA_NEW)))
+    v_o, v_n = np.diag(c_o), np.diag(c_n)
+    exact = float(np.sum(0.5 * (np.log(v_n / v_o) + (v_o + (m_o - m_n) ** 2) / v_n - 1)))
+    assert exact > 0.05
+    assert est == pytest.approx(exact, rel=0.05)  # sampling error ~1 % at 20,000 paths
+    for d in range(D):  # each dimension's marginal KL is bounded by the whole trajectory's
+        one = float(np.sum(0.5 * (np.log(v_n[d] / v_o[d]) + (v_o[d] + (m_o[d] - m_n[d]) ** 2) / v_n[d] - 1)))
+        assert one <= exact_trajectory_kl(old, new, ETA_OLD, ETA_NEW)
+    assert float(dis_chain.moment_matched_kl(ends["old"], ends["old"])) == 0.0
+    with pytest.raises(ValueError, match=">= 2 samples"):
+        dis_chain.moment_matched_kl(ends["old"][:1], ends["new"][:1])

@@ -31,8 +31,13 @@ import jax.numpy as jnp
 from diffrl.config import ConfigError, TrainConfig
 
 ALGOS = ("reppo", "trudi", "amdp", "amdp-backprop")
+"""The default contenders."""
+KNOWN_ALGOS = ALGOS + ("dime", "ppo", "spo")
+"""Every algorithm ``--algos`` accepts: also on-policy DIME (N steps like TruDi) and the Gaussian
+PPO and SPO (no N: the same program re-timed in every group, as REPPO; their presets run other
+batches than REPPO's, so they need --num-envs/--num-steps)."""
 BASELINE = "reppo"
-STEPS_CONFIG = {"trudi": "diffusion", "amdp": "adjoint", "amdp-backprop": "adjoint"}
+STEPS_CONFIG = {"trudi": "diffusion", "dime": "diffusion", "amdp": "adjoint", "amdp-backprop": "adjoint"}
 """Nested config holding each diffusion algorithm's number of steps N (``<prefix>.num_steps``)."""
 FLAG_OWNED = {"algo", "env", "num_envs", "num_steps", "diffusion.num_steps", "adjoint.num_steps"}
 
@@ -94,10 +99,10 @@ def parse_algos(text: str) -> tuple[str, ...]:
 
     algos = []
     for name in _csv(text, "--algos"):
-        if name not in ALGOS:
-            near = difflib.get_close_matches(name, ALGOS, n=2, cutoff=0.4)
+        if name not in KNOWN_ALGOS:
+            near = difflib.get_close_matches(name, KNOWN_ALGOS, n=2, cutoff=0.4)
             hint = f"did you mean {', '.join(near)}? " if near else ""
-            raise ConfigError(f"--algos: unknown algorithm {name!r}; {hint}choose from {', '.join(ALGOS)}")
+            raise ConfigError(f"--algos: unknown algorithm {name!r}; {hint}choose from {', '.join(KNOWN_ALGOS)}")
         algos.append(name)
     return tuple(dict.fromkeys([BASELINE] + algos))
 
@@ -388,8 +393,8 @@ class _HelpFormat(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefault
 def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
     p = argparse.ArgumentParser(prog="diffrl bench cost", description=__doc__, formatter_class=_HelpFormat)
     p.add_argument("--env", required=True, help="environment of every contender")
-    p.add_argument("--algos", default=",".join(ALGOS), help="comma list of reppo, trudi, amdp, amdp-backprop "
-                   "(reppo, the baseline, is always measured)")
+    p.add_argument("--algos", default=",".join(ALGOS), help="comma list of reppo, trudi, amdp, amdp-backprop, "
+                   "dime, ppo, spo (reppo, the baseline, is always measured)")
     p.add_argument("--diffusion-steps", default="4,8,16,32,64,128", help="comma list of N (one group each)")
     p.add_argument("--num-envs", type=int, default=None, help="parallel envs (default: the presets')")
     p.add_argument("--num-steps", type=int, default=None, help="rollout length (default: the presets')")

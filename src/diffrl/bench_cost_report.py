@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import statistics
 
-PAIRS = (("amdp", "reppo"), ("amdp-backprop", "amdp"), ("trudi", "reppo"), ("amdp-backprop", "reppo"))
-"""(numerator, denominator) of every ratio reported."""
-LABELS = {"reppo": "REPPO", "trudi": "TruDi", "amdp": "AMDP", "amdp-backprop": "backprop"}
-ORDER = ("reppo", "trudi", "amdp", "amdp-backprop")
+PAIRS = (("amdp", "reppo"), ("amdp-backprop", "amdp"), ("trudi", "reppo"), ("amdp-backprop", "reppo"),
+         ("dime", "reppo"), ("dime", "trudi"), ("ppo", "reppo"), ("spo", "reppo"))
+"""(numerator, denominator) of every ratio reported (those whose contenders were measured)."""
+LABELS = {"reppo": "REPPO", "trudi": "TruDi", "amdp": "AMDP", "amdp-backprop": "backprop", "dime": "DIME",
+          "ppo": "PPO", "spo": "SPO"}
+ORDER = ("reppo", "trudi", "amdp", "amdp-backprop", "dime", "ppo", "spo")
 HEADLINE_PAIRS = (("amdp", "reppo"), ("amdp-backprop", "amdp"), ("trudi", "reppo"))
 
 

@@ -20,6 +20,7 @@ from diffrl.critics.categorical import CriticConfig
 from diffrl.envs.playground import PHYSICS_IMPLS
 from diffrl.policies.adjoint import AdjointPolicyConfig
 from diffrl.policies.diffusion import RENAMED_SAMPLERS, DiffusionPolicyConfig
+from diffrl.policies.flow import FlowPolicyConfig
 from diffrl.policies.gaussian import GaussianPolicyConfig
 
 
@@ -27,7 +28,7 @@ class ConfigError(ValueError):
     """A configuration that cannot run; raised before compilation."""
 
 
-RENAMED_EVAL_SAMPLERS: dict[str, dict[str, str]] = {"trudi": RENAMED_SAMPLERS}
+RENAMED_EVAL_SAMPLERS: dict[str, dict[str, str]] = {"trudi": RENAMED_SAMPLERS, "dime": RENAMED_SAMPLERS}
 """algo -> {retired sampler name: current name}. Typed names are refused (``core.build``,
 naming the new one); names stored in older run directories are mapped when loaded
 (``core.run_dir.load_run_config``)."""
@@ -36,7 +37,7 @@ naming the new one); names stored in older run directories are mapped when loade
 @dataclass(frozen=True)
 class TrainConfig:
     algo: str = "ppo"
-    """Algorithm: one of `diffrl.algos.ALGORITHMS` (ppo, reppo, trudi, amdp, ...)."""
+    """Algorithm: one of `diffrl.algos.ALGORITHMS` (ppo, reppo, trudi, amdp, spo, dime, fpo, ...)."""
     env: str = "playground/CartpoleSwingup"
     """Environment name, e.g. playground/CartpoleSwingup, brax/ant, gymnax/Pendulum-v1, toy/MirrorGoals."""
     preset: str | None = None
@@ -128,6 +129,8 @@ class TrainConfig:
     """DIME diffusion policy settings (trudi)."""
     adjoint: AdjointPolicyConfig = field(default_factory=AdjointPolicyConfig)
     """Adjoint-matching diffusion policy settings (amdp, amdp-backprop)."""
+    flow: FlowPolicyConfig = field(default_factory=FlowPolicyConfig)
+    """Flow-matching policy settings (fpo)."""
 
     # -- derived sizes -------------------------------------------------------
     @property

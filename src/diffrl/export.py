@@ -56,6 +56,7 @@ POLICY_KINDS: dict[str, tuple[str, str, str]] = {
     "gaussian": ("diffrl.policies.gaussian", "GaussianPolicy", "GaussianPolicyConfig"),
     "diffusion": ("diffrl.policies.diffusion", "DiffusionPolicy", "DiffusionPolicyConfig"),
     "adjoint": ("diffrl.policies.adjoint", "AdjointPolicy", "AdjointPolicyConfig"),
+    "flow": ("diffrl.policies.flow", "FlowPolicy", "FlowPolicyConfig"),
 }
 """kind -> (module, policy class name, config class name); the policy is built as
 ``Policy(Config(**fields), action_size)``."""
@@ -210,7 +211,7 @@ def export_policy(
     """Write the export directory ``out_dir`` (created if needed) and return it.
 
     Args:
-      policy_kind: a key of :data:`POLICY_KINDS` ("gaussian", "diffusion", "adjoint").
+      policy_kind: a key of :data:`POLICY_KINDS` ("gaussian", "diffusion", "adjoint", "flow").
       policy_config: the policy's config dataclass.
       params: parameters of ONE seed (no seeds axis).
       obs_stats: the actor observation statistics (one seed); may be None when

@@ -215,12 +215,20 @@ _DIFFUSION_FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     # TruDi: DIME chain, entropy target -4 d in the units of DIME's bound (reference
     # REPPO-DIME), wider critic support for the bound's larger soft-reward terms.
     "trudi": ("diffusion", {"reppo.entropy_target_mult": TRUDI_ENTROPY_TARGET_MULT}),
+    # On-policy DIME: TruDi's chain, loss and entropy target, the trust region on the action
+    # marginals only (TruDi's ablation; --diffusion.trust-region none is plain DIME).
+    "dime": ("diffusion", {"reppo.entropy_target_mult": TRUDI_ENTROPY_TARGET_MULT,
+                           "diffusion.trust_region": "action"}),
     # AMDP: the entropy target lives in the adjoint config (-3.5 d); the drift trust region
     # replaces the KL bound.
     "amdp": ("adjoint", {}),
     # The reverse-KL baseline on AMDP's process: same target as AMDP.
     "amdp-backprop": ("adjoint", {"reppo.entropy_target_mult": AMDP_ENTROPY_TARGET_MULT}),
 }
+
+
+DIME_CHAIN_FAMILIES = ("trudi", "dime")
+"""The families on DIME's chain and loss (their tuned settings below apply to both)."""
 
 
 def _diffusion_variant(family: str, base: dict[str, Any], cpu: bool) -> dict[str, Any]:
@@ -243,7 +251,9 @@ def _diffusion_variant(family: str, base: dict[str, Any], cpu: bool) -> dict[str
         out[f"{prefix}.hidden"] = (min(width, 128),) * 2 if cpu else (256, 256, 256)
     if cpu and family == "trudi":
         out["diffusion.kl_samples"] = 1
-    if family == "trudi" and base.get("critic.vmax") == 150.0:
+    if cpu and family == "dime":  # the action KL fits a mean and a variance per state: K >= 2
+        out["diffusion.kl_samples"] = 4
+    if family in DIME_CHAIN_FAMILIES and base.get("critic.vmax") == 150.0:
         out.update({"critic.vmin": -100.0, "critic.vmax": 200.0, "critic.num_bins": 301})
     # REPPO's KL-dual settings do not exist in the algorithm (refused if set: algos.UNUSED_SETTINGS).
     return {k: v for k, v in out.items() if k not in UNUSED_SETTINGS.get(family, {})}
@@ -262,7 +272,8 @@ for _family in _DIFFUSION_FAMILIES:
 # tests/test_trudi_fixed_point.py): total variation to exp(Q / alpha) 0.37 with tanh, 0.13 with
 # erf; in RL at 30k steps, reversal-ode (then named "ode") mode_reached 0.4-0.5 (uniform's
 # level) with tanh, 0.95 with erf.
-PRESETS["trudi-bandit"]["diffusion.squash"] = "erf"
+for _family in DIME_CHAIN_FAMILIES:
+    PRESETS[f"{_family}-bandit"]["diffusion.squash"] = "erf"
 
 # TruDi on Playground DM Control (CPU): critic step 1e-3, not the family's 2e-3. Measured on
 # CartpoleBalance, 8 seeds, 245,760 steps (benchmarks/results/stability/): seeds falling more than
@@ -270,14 +281,31 @@ PRESETS["trudi-bandit"]["diffusion.squash"] = "erf"
 # fix (critic 3e-4, beta from 0.01), 7/8 with critic 2e-3 (it learns faster, median 967 at 102k
 # steps, but late collapses of the critic pull 4 seeds to 260-520 by the end), 1/8 with 1e-3
 # (final median 0.97 of the range; slower start: median ~620 at 102k, 975 at 143k).
-PRESETS["trudi-dmc-cpu"]["reppo.critic_lr"] = 1e-3
+for _family in DIME_CHAIN_FAMILIES:
+    PRESETS[f"{_family}-dmc-cpu"]["reppo.critic_lr"] = 1e-3
 # ... and the reference's entropy target -4 d, not the family's widened -3 d (REPPO's CPU preset
 # widens its Gaussian by +1 d, and the diffusion variants inherit that shift). Same task and budget,
 # two 8-seed runs (seeds 0-7 and 8-15, stability/cartpole_balance_trudi_entropy_target_-4*): 0 of 16
 # seeds fell more than 0.2 below their best in the last third (largest drops 0.050 and 0.033; -3 d:
 # 1 of 8, 0.50), final medians 0.984 and 0.983 of the range (-3 d: 0.967). With -3 d the temperature
 # climbed 3-5x higher; the dual then weighted the entropy bound, whose estimate is noisy, against Q.
-PRESETS["trudi-dmc-cpu"]["reppo.entropy_target_mult"] = TRUDI_ENTROPY_TARGET_MULT
+for _family in DIME_CHAIN_FAMILIES:
+    PRESETS[f"{_family}-dmc-cpu"]["reppo.entropy_target_mult"] = TRUDI_ENTROPY_TARGET_MULT
+
+# SPO (Xie et al. 2025) reads PPO's settings and replaces only the surrogate; its paper keeps
+# PPO's hyperparameters (eps = the clip range), so every PPO preset has an SPO twin.
+_PPO_PRESETS = [name for name in PRESETS if name.startswith("ppo-")]
+PRESETS.update({f"spo-{name[len('ppo-'):]}": {**PRESETS[name], "algo": "spo"} for name in _PPO_PRESETS})
+
+# FPO (McAllister et al. 2025): PPO's recipe for the family with the flow policy instead of the
+# Gaussian (its own flow.* defaults: the reference's 4 x 32 velocity net, 10 Euler steps, 8 draws),
+# no entropy bonus (a flow has no entropy to reward) and the reference's clip range 0.05: with
+# per-draw ratios, each moves with one (t, eps) draw's loss, so a narrow range is what bounds the
+# update.
+PRESETS.update({
+    f"fpo-{name[len('ppo-'):]}": {**{k: v for k, v in PRESETS[name].items() if not k.startswith("gaussian.")},
+                                  "algo": "fpo", "ppo.ent_coef": 0.0, "ppo.clip_eps": 0.05}
+    for name in _PPO_PRESETS})
 
 # AMDP on Playground DM Control (CPU): a smooth bound of 4 on each coordinate of the control f
 # (adjoint.control_bound; the analogue of a Gaussian policy's log-std floor). Without it, on
@@ -339,6 +367,9 @@ def default_preset(algo: str, env: str) -> str | None:
         ("ppo", "locomotion"): "ppo-locomotion-cpu",
         ("reppo", "locomotion"): "reppo-locomotion-cpu",
     }
+    if algo in ("spo", "fpo"):  # PPO's family presets, each with its own twin
+        ppo = table.get(("ppo", s))
+        return ppo.replace("ppo-", f"{algo}-", 1) if ppo else None
     if (algo, s) not in table and algo in _DIFFUSION_FAMILIES:
         reppo = table.get(("reppo", s))
         return reppo.replace("reppo-", f"{algo}-", 1) if reppo else None

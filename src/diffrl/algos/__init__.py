@@ -12,6 +12,20 @@ def _ppo(config, spec):
     return make_ppo(config, spec)
 
 
+def _spo(config, spec):
+    """SPO (Xie et al. 2025): PPO's loop and settings with a quadratic ratio penalty, not a clip."""
+    from diffrl.algos.ppo import make_ppo
+
+    return make_ppo(config, spec, name="spo")
+
+
+def _fpo(config, spec):
+    """FPO (McAllister et al. 2025) with FPO++'s per-draw ratios: PPO's loop on a flow policy."""
+    from diffrl.algos.ppo import make_fpo
+
+    return make_fpo(config, spec)
+
+
 def _reppo(config, spec):
     from diffrl.algos.reppo import make_reppo
 
@@ -24,6 +38,16 @@ def _trudi(config, spec):
     from diffrl.policies.diffusion import DiffusionPolicy
 
     return REPPO(config, spec, DiffusionPolicy(config.diffusion, spec.action_size), name="trudi")
+
+
+def _dime(config, spec):
+    """On-policy DIME (Celik et al. 2025) in REPPO's loop: TruDi's chain and max-entropy loss with
+    the trust region on the action marginals only (its preset sets --diffusion.trust-region action;
+    'none' is plain DIME, 'trajectory' is TruDi)."""
+    from diffrl.algos.reppo import REPPO
+    from diffrl.policies.diffusion import DiffusionPolicy
+
+    return REPPO(config, spec, DiffusionPolicy(config.diffusion, spec.action_size), name="dime")
 
 
 def _amdp(config, spec):
@@ -45,8 +69,11 @@ def _amdp_backprop(config, spec):
 ALGORITHMS: dict[str, Callable] = {
     "amdp": _amdp,
     "amdp-backprop": _amdp_backprop,
+    "dime": _dime,
     "trudi": _trudi,
     "ppo": _ppo,
+    "spo": _spo,
+    "fpo": _fpo,
     "reppo": _reppo,
 }
 
@@ -73,11 +100,14 @@ UNUSED_SETTINGS: dict[str, dict[str, str]] = {
 ALGORITHM_SECTIONS: dict[str, tuple[str, ...]] = {
     "amdp": ("reppo", "adjoint", "critic"),
     "amdp-backprop": ("reppo", "adjoint", "critic"),
+    "dime": ("reppo", "diffusion", "critic"),
     "trudi": ("reppo", "diffusion", "critic"),
     "ppo": ("ppo", "gaussian"),
+    "spo": ("ppo", "gaussian"),
+    "fpo": ("ppo", "flow"),
     "reppo": ("reppo", "gaussian", "critic"),
 }
-CONFIG_SECTIONS = ("ppo", "reppo", "critic", "gaussian", "diffusion", "adjoint")
+CONFIG_SECTIONS = ("ppo", "reppo", "critic", "gaussian", "diffusion", "adjoint", "flow")
 """Every algorithm-owned section of TrainConfig."""
 
 

@@ -7,8 +7,20 @@ Losses (per minibatch, advantages A optionally standardised):
 GAE bootstraps from the value of the TRUE next observation, so a time-out (truncation)
 is not mistaken for a terminal state (``diffrl.returns.gae``).
 
-Needs a :class:`~diffrl.policies.base.LogProbPolicy`; old log-densities are
-recomputed from the rollout-time parameters, so the policy's aux pytree is opaque here.
+SPO (Simple Policy Optimization, Xie et al., ICML 2025, arXiv 2401.16025) is the same loop with
+the clipping replaced by a quadratic penalty that keeps the ratio near the trust region
+|rho - 1| <= eps (a total-variation argument, their Eq. 11):
+  L_pi = -mean(rho A - |A| / (2 eps) (rho - 1)^2).
+Unlike the clip, its gradient never vanishes: a ratio that left the region is pulled back.
+
+FPO (Flow Policy Optimization, McAllister et al. 2025, arXiv 2507.21053) is PPO's clipped surrogate
+on a flow policy (:mod:`diffrl.policies.flow`), whose ratio exponentiates a change of conditional
+flow-matching losses instead of log-densities.
+
+Needs a :class:`~diffrl.policies.base.RatioPolicy`: its ``ratio_log_terms`` (N, R) give R ratios
+per sample (R = 1 for a Gaussian; FPO++'s per-draw ratios), each entering the surrogate with the
+sample's advantage. Old terms are recomputed from the rollout-time parameters, so the policy's aux
+pytree is opaque here. The entropy bonus needs a policy with ``entropy`` (a flow has none).
 """
 from __future__ import annotations
 
@@ -23,7 +35,7 @@ from diffrl.algos.base import Rollout
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
 from diffrl.envs.base import EnvSpec
 from diffrl.nets.mlp import MLP
-from diffrl.policies import LogProbPolicy, require
+from diffrl.policies import RatioPolicy, require
 from diffrl.returns import gae
 
 
@@ -35,12 +47,27 @@ class PPOState:
 
 
 def ppo_policy_loss(log_prob, old_log_prob, advantages, clip_eps):
-    """(N,), (N,), (N,) -> scalar clipped surrogate loss and clip fraction."""
+    """(N, ...), (N, ...), (N, ...) -> scalar clipped surrogate loss and clip fraction (means over
+    every ratio; advantages broadcast against the ratios)."""
     ratio = jnp.exp(log_prob - old_log_prob)
     unclipped = ratio * advantages
     clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
     clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32))
     return -jnp.mean(jnp.minimum(unclipped, clipped)), clip_frac
+
+
+def spo_policy_loss(log_prob, old_log_prob, advantages, eps):
+    """(N, ...) x 3 -> scalar SPO loss -mean(rho A - |A| / (2 eps) (rho - 1)^2) and the fraction
+    of ratios outside [1 - eps, 1 + eps] (which SPO penalises instead of clipping)."""
+    ratio = jnp.exp(log_prob - old_log_prob)
+    penalty = jnp.abs(advantages) / (2.0 * eps) * (ratio - 1.0) ** 2
+    out_frac = jnp.mean((jnp.abs(ratio - 1.0) > eps).astype(jnp.float32))
+    return -jnp.mean(ratio * advantages - penalty), out_frac
+
+
+POLICY_LOSSES = {"ppo": ppo_policy_loss, "spo": spo_policy_loss, "fpo": ppo_policy_loss}
+"""Surrogate per algorithm name: (log_prob, old_log_prob, advantages, eps) -> (loss, fraction of
+ratios outside [1 - eps, 1 + eps])."""
 
 
 def ppo_value_loss(values, old_values, returns, clip_eps):
@@ -53,12 +80,19 @@ def ppo_value_loss(values, old_values, returns, clip_eps):
 
 
 class PPO:
-    name = "ppo"
+    """PPO; SPO with ``name="spo"``; FPO with ``name="fpo"`` and a flow policy (the surrogate of
+    :data:`POLICY_LOSSES`; the rest is shared)."""
 
-    def __init__(self, config, spec: EnvSpec, policy):
-        require(policy, LogProbPolicy, "ppo")
+    def __init__(self, config, spec: EnvSpec, policy, name: str = "ppo"):
+        require(policy, RatioPolicy, name)
+        self.name = name
+        self.policy_loss = POLICY_LOSSES[name]
         self.config = config
         self.c = config.ppo
+        self.has_entropy = hasattr(policy, "entropy")
+        if self.c.ent_coef != 0 and not self.has_entropy:
+            raise ValueError(f"--ppo.ent-coef {self.c.ent_coef}: {name}'s {type(policy).__name__} has no entropy "
+                             "to reward; set --ppo.ent-coef 0")
         self.policy = policy
         self.value_net = MLP(self.c.value_hidden, 1, self.c.value_act)
         num_updates = config.num_iterations * self.c.num_epochs * self.c.num_minibatches
@@ -91,7 +125,7 @@ class PPO:
         next_values = self.value(state.value_params, batch.next_critic_obs)
         advantages, returns = gae(batch.reward, values, next_values, batch.terminated,
                                   batch.truncated, c.gamma, c.gae_lambda)
-        old_log_prob = self.policy.log_prob(state.policy_params, batch.obs, batch.policy_aux)
+        old_log_prob = self.policy.ratio_log_terms(state.policy_params, batch.obs, batch.policy_aux)
         data = flatten_time_batch((batch.obs, batch.critic_obs, batch.policy_aux, old_log_prob,
                                    values, advantages, returns))
 
@@ -99,14 +133,16 @@ class PPO:
             obs, cobs, aux, old_lp, old_v, adv, ret = data
             if c.normalize_advantages:
                 adv = (adv - jnp.mean(adv)) / (jnp.std(adv) + 1e-8)
-            lp = self.policy.log_prob(params["policy"], obs, aux)
-            pi_loss, clip_frac = ppo_policy_loss(lp, old_lp, adv, c.clip_eps)
+            lp = self.policy.ratio_log_terms(params["policy"], obs, aux)  # (N, R)
+            pi_loss, clip_frac = self.policy_loss(lp, old_lp, adv[:, None], c.clip_eps)
             v_loss = ppo_value_loss(self.value(params["value"], cobs), old_v, ret, c.value_clip_eps)
-            entropy = jnp.mean(self.policy.entropy(params["policy"], obs, key_ent))
-            loss = pi_loss + c.vf_coef * v_loss - c.ent_coef * entropy
-            approx_kl = jnp.mean(old_lp - lp)
-            return loss, {"loss/policy": pi_loss, "loss/value": v_loss, "policy/entropy": entropy,
-                          "policy/clip_fraction": clip_frac, "policy/approx_kl": approx_kl}
+            loss = pi_loss + c.vf_coef * v_loss
+            metrics = {"loss/policy": pi_loss, "loss/value": v_loss, "policy/clip_fraction": clip_frac,
+                       "policy/approx_kl": jnp.mean(old_lp - lp)}
+            if self.has_entropy:
+                metrics["policy/entropy"] = jnp.mean(self.policy.entropy(params["policy"], obs, key_ent))
+                loss = loss - c.ent_coef * metrics["policy/entropy"]
+            return loss, metrics
 
         def sgd_step(carry, minibatch, key_step):
             params, opt_state = carry
@@ -123,7 +159,13 @@ class PPO:
         return PPOState(params["policy"], params["value"], opt_state), metrics
 
 
-def make_ppo(config, spec: EnvSpec) -> PPO:
+def make_fpo(config, spec: EnvSpec) -> PPO:
+    from diffrl.policies.flow import FlowPolicy
+
+    return PPO(config, spec, FlowPolicy(config.flow, spec.action_size), name="fpo")
+
+
+def make_ppo(config, spec: EnvSpec, name: str = "ppo") -> PPO:
     from diffrl.policies.gaussian import GaussianPolicy
 
-    return PPO(config, spec, GaussianPolicy(config.gaussian, spec.action_size))
+    return PPO(config, spec, GaussianPolicy(config.gaussian, spec.action_size), name=name)

@@ -1,4 +1,4 @@
-"""PPO settings (Schulman et al. 2017), defaults after MuJoCo Playground's brax-PPO."""
+"""PPO settings (Schulman et al. 2017), defaults after MuJoCo Playground's brax-PPO; SPO reads them too."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,7 +13,8 @@ class PPOConfig:
     gae_lambda: float = 0.95
     """GAE lambda."""
     clip_eps: float = 0.2
-    """Likelihood-ratio clip of the surrogate objective."""
+    """Likelihood-ratio clip of the surrogate objective (SPO: eps of its quadratic penalty, the
+    trust region |ratio - 1| <= eps)."""
     value_clip_eps: float | None = None
     """Clip of the value update around the rollout-time value; None disables value clipping."""
     vf_coef: float = 0.5

@@ -107,6 +107,17 @@ class LogProbPolicy(Policy, Protocol):
 
 
 @runtime_checkable
+class RatioPolicy(Policy, Protocol):
+    """What PPO's likelihood-ratio surrogates need (PPO, SPO, FPO)."""
+
+    def ratio_log_terms(self, params: Params, obs: jax.Array, aux: Any) -> jax.Array:
+        """(..., R): R terms per sample whose differences under new and old params are the log
+        likelihood ratios the surrogate clips: a Gaussian's log pi (R = 1), or minus a flow's
+        conditional flow-matching losses (FPO: one per Monte-Carlo draw, or their mean)."""
+        ...
+
+
+@runtime_checkable
 class PathwisePolicy(Policy, Protocol):
     def rsample(self, params: Params, obs: jax.Array, key: jax.Array) -> PathwiseSample: ...
 
@@ -154,7 +165,7 @@ class AdjointMatchingPolicy(Policy, Protocol):
 def require(policy: Any, capability: type, algo: str) -> None:
     """Fail clearly (before anything compiles) if ``policy`` lacks ``capability``."""
     if not isinstance(policy, capability):
-        missing = [m for m in ("log_prob", "entropy", "rsample", "trust_region_kl", "score_clip_limit",
+        missing = [m for m in ("log_prob", "entropy", "ratio_log_terms", "rsample", "trust_region_kl", "score_clip_limit",
                                "matching_scores", "matching_loss")
                    if hasattr(capability, m) and not hasattr(policy, m)]
         raise TypeError(

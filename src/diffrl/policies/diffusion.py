@@ -15,7 +15,10 @@ learned step sizes, and implements :class:`~diffrl.policies.base.PathwisePolicy`
   simulates K new old-policy chains per state (the reference; 2N sequential network calls per
   path), ``"behaviour"`` reuses the acting chain the rollout stored (an old-policy draw at exactly
   that state, so the estimate stays unbiased; N network calls in one batch and no call of the
-  old network).
+  old network). ``trust_region`` chooses what is bounded (TruDi's ablation, and the on-policy
+  DIME baseline): "trajectory" as above; "action", the KL of the action marginals only, which has
+  no closed form and is estimated from K old and K new chains on common noise as the KL of their
+  moment-matched Gaussians (E12); "none", no trust region (the trajectory KL is logged).
 * ``eval_action`` samplers (:mod:`diffrl.policies.dis_chain`, eqs. E10, E11):
   - "sde": the acting chain (E4); its end point is the policy.
   - "reversal-ode": x_{n+1} = x_n + eta_n f / 2 (:func:`dis_chain.reversal_ode`), the
@@ -48,6 +51,7 @@ from diffrl.policies import dis_chain
 from diffrl.policies.base import Params, PathwiseSample, renamed_sampler_note
 
 KL_ESTIMATORS = ("closed_form", "sampled")
+TRUST_REGIONS = ("trajectory", "action", "none")
 KL_PATHS = ("fresh", "behaviour")
 DUAL_USES = ("running_cost", "full")
 RENAMED_SAMPLERS = {"ode": "reversal-ode", "ode-c": "noise-free"}
@@ -99,11 +103,16 @@ class DiffusionPolicyConfig:
     """Offset s of the cosine dt schedule."""
     schedule_min: float = 0.001
     """Floor m of the cosine dt schedule."""
+    trust_region: str = "trajectory"
+    """What the trust region bounds: 'trajectory' (TruDi: the KL of the whole denoising path, E8,
+    an upper bound on the action KL), 'action' (the action marginals only: moment-matched KL of K
+    old and K new end points, E12; the `dime` algorithm's default) or 'none' (plain DIME: the KL
+    returned to the loss is 0; the trajectory KL is still logged). TruDi's ablation."""
     kl_estimator: str = "closed_form"
     """Trust-region KL returned: 'closed_form' per-step Gaussian KL or 'sampled' log-ratio."""
     kl_samples: int = 4
     """K old-policy paths per state for the trajectory KL (reference JAX 4); read with
-    ``kl_paths="fresh"`` only."""
+    ``kl_paths="fresh"`` only. The 'action' trust region draws K old and K new chains (K >= 2)."""
     kl_paths: str = "fresh"
     """Old paths the trajectory KL is measured along: 'fresh' (K chains simulated per state and
     SGD step, the reference) or 'behaviour' (the acting chain stored in the rollout, one per
@@ -122,6 +131,14 @@ class DiffusionPolicyConfig:
             raise ValueError(f"squash must be one of {dis_chain.SQUASHES}, got '{self.squash}'")
         if self.kl_estimator not in KL_ESTIMATORS:
             raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got '{self.kl_estimator}'")
+        if self.trust_region not in TRUST_REGIONS:
+            raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got '{self.trust_region}'")
+        if self.trust_region == "action" and self.kl_samples < 2:
+            raise ValueError("diffusion.trust_region='action' fits the mean and variance of K end points "
+                             f"per state: it needs diffusion.kl_samples >= 2 (got {self.kl_samples})")
+        if self.trust_region == "action" and self.kl_paths == "behaviour":
+            raise ValueError("diffusion.trust_region='action' draws K fresh old and new chains per state; "
+                             "diffusion.kl_paths='behaviour' (one stored path) applies to 'trajectory' and 'none'")
         if self.kl_paths not in KL_PATHS:
             raise ValueError(f"kl_paths must be one of {KL_PATHS}, got '{self.kl_paths}'")
         if self.dual_uses not in DUAL_USES:
@@ -301,9 +318,11 @@ class DiffusionPolicy:
         self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array,
         behaviour: DiffusionAux | None = None, current: None = None,
     ) -> tuple[jax.Array, dict]:
-        """(...,) trajectory KL(old || new), eq. (E8), per state.
+        """(...,) per-state KL(old || new) that the trust region bounds (``trust_region``):
+        the trajectory KL, eq. (E8) ('trajectory'); the moment-matched action KL, eq. (E12),
+        from K fresh old and new chains ('action'); or 0 ('none', the trajectory KL logged only).
 
-        ``kl_paths="fresh"``: averaged over K old chains simulated from ``key``;
+        Trajectory KL: ``kl_paths="fresh"``: averaged over K old chains simulated from ``key``;
         ``"behaviour"``: along the stored acting chain ``behaviour`` (the aux ``sample`` returned
         under ``old_params`` at these ``obs``), which this mode requires.
         Differentiable w.r.t. ``params`` only. Metrics log both estimators' means. ``current``
@@ -311,6 +330,25 @@ class DiffusionPolicy:
         """
         cfg = self.config
         old_params = jax.lax.stop_gradient(old_params)
+        if cfg.trust_region == "action":
+            kl = self._action_kl(old_params, params, obs, key)
+            return kl, {"kl_action": jax.lax.stop_gradient(jnp.mean(kl))}
+        if cfg.trust_region == "none":  # plain DIME: no constraint; how far the path moved is still logged
+            _, metrics = self._trajectory_kl(old_params, jax.lax.stop_gradient(params), obs, key, behaviour)
+            return jnp.zeros(obs.shape[:-1], jnp.float32), metrics
+        return self._trajectory_kl(old_params, params, obs, key, behaviour)
+
+    def _action_kl(self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array) -> jax.Array:
+        """(...,) moment-matched KL of the action marginals, eq. (E12): K old and K new chains per
+        state driven by the same noise (the new ones reparameterised, so the gradient flows)."""
+        cfg = self.config
+        noise = self._noise(key, (cfg.kl_samples, *obs.shape[:-1]))
+        old = dis_chain.sample_chain(self._control_fn(old_params, obs), self.step_sizes(old_params), cfg.sigma0, noise)
+        new = dis_chain.sample_chain(self._control_fn(params, obs), self.step_sizes(params), cfg.sigma0, noise)
+        return dis_chain.moment_matched_kl(jax.lax.stop_gradient(old.x_final), new.x_final)
+
+    def _trajectory_kl(self, old_params, params, obs, key, behaviour) -> tuple[jax.Array, dict]:
+        cfg = self.config
         if cfg.kl_paths == "behaviour":
             if behaviour is None or behaviour.path is None:
                 raise ValueError("diffusion.kl_paths='behaviour' needs the stored acting chain: pass the "

@@ -171,6 +171,10 @@ class GaussianPolicy:
         mean, std = self.dist(params, obs)
         return self._log_prob_raw(aux.raw_action, mean, std)
 
+    def ratio_log_terms(self, params, obs, aux: GaussianAux) -> jax.Array:
+        """(..., 1): log pi of the stored sample, the one term of PPO's ratio."""
+        return self.log_prob(params, obs, aux)[..., None]
+
     def entropy(self, params, obs, key) -> jax.Array:
         """Gaussian entropy of u plus a one-sample estimate of E[log|J_tanh|]."""
         mean, std = self.dist(params, obs)
