@@ -43,6 +43,7 @@ MAX_RETURN = {
     "playground/CartpoleBalance": 1000.0,  # DM Control: rewards in [0, 1], 1000 steps
     "playground/CartpoleSwingup": 1000.0,
     "playground/PendulumSwingup": 1000.0,
+    "playground/CheetahRun": 1000.0,
 }
 DIAGNOSTICS = ("actor/kl", "actor/out_of_trust_region", "dual/alpha", "dual/beta", "am/kl", "am/lambda",
                "actor/entropy_estimate", "critic/q_mse")

@@ -62,7 +62,7 @@ QUICK = SuiteSettings(
     num_evals=6,
     eval_envs=16,
     presets={"ppo": "ppo-dmc-cpu", "reppo": "reppo-dmc-cpu", "trudi": "trudi-dmc-cpu", "amdp": "amdp-dmc-cpu",
-             "spo": "spo-dmc-cpu", "dime": "dime-dmc-cpu"},
+             "spo": "spo-dmc-cpu", "dime": "dime-dmc-cpu", "fpo": "fpo-dmc-cpu", "dppo": "dppo-dmc-cpu"},
 )
 
 # Paper scale (GPU): the REPPO paper's small-data setting for REPPO and the diffusion
@@ -75,7 +75,7 @@ PAPER = SuiteSettings(
     num_evals=20,
     eval_envs=32,
     presets={"ppo": "ppo-dmc", "reppo": "reppo-dmc-small", "trudi": "trudi-dmc-small", "amdp": "amdp-dmc-small",
-             "spo": "spo-dmc", "dime": "dime-dmc-small"},
+             "spo": "spo-dmc", "dime": "dime-dmc-small", "fpo": "fpo-dmc", "dppo": "dppo-dmc"},
     num_envs=1024,
 )
 

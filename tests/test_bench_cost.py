@@ -15,7 +15,7 @@ TINY = ["--env", "toy/MirrorGoals", "--num-envs", "8", "--num-steps", "4", "--re
 
 @pytest.mark.parametrize("args, message", [
     (["--algos", "amdp,ampd"], "did you mean amdp"),
-    (["--algos", "sac"], "choose from reppo, trudi, amdp, amdp-backprop, dime, ppo, spo"),
+    (["--algos", "sac"], "choose from reppo, trudi, amdp, amdp-backprop, dime, dppo, ppo, spo, fpo"),
     (["--diffusion-steps", "4,0"], "N must be >= 1 (got 0)"),
     (["--diffusion-steps", "4,eight"], "'eight' is not an integer"),
     (["--env", "toy/MirrorGoal"], "Did you mean: toy/MirrorGoals"),

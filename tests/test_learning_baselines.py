@@ -1,4 +1,4 @@
-"""The baselines the papers compare against learn gymnax Pendulum-v1: SPO, FPO and on-policy DIME.
+"""The baselines the papers compare against learn gymnax Pendulum-v1: SPO, FPO, DPPO and on-policy DIME.
 
 8 seeds in one vmapped program each, with the algorithm's default preset (tests/multiseed.py);
 asserts on the median final return and on how many seeds collapsed. Random actions score -1238;
@@ -14,20 +14,21 @@ SEEDS = 8
 # env steps per seed: SPO as the PPO test (PPO's gymnax preset, tests/test_learning_ppo.py); FPO
 # longer (the same preset learns more slowly with the clip range 0.05 and a flow to fit); DIME at
 # its preset's budget, as TruDi's test (tests/test_learning_maxent.py).
-BUDGET = {"spo": 200_000, "fpo": 400_000, "dime": 49_152}
+BUDGET = {"spo": 200_000, "fpo": 400_000, "dppo": 200_000, "dime": 49_152}
 # Measured final returns (32 episodes per seed), 8 seeds, this test's settings:
 MEASURED = {
     "spo": "",
     "fpo": "",
+    "dppo": "",
     "dime": "",
 }
 # (median threshold, collapse threshold): see each value's margins in MEASURED's comment
-THRESHOLDS = {"spo": (-400.0, -800.0), "fpo": (-600.0, -1000.0), "dime": (-300.0, -700.0)}
+THRESHOLDS = {"spo": (-400.0, -800.0), "fpo": (-600.0, -1000.0), "dppo": (-400.0, -800.0), "dime": (-300.0, -700.0)}
 
 
 @pytest.mark.slow
 @long_only("8 seeds each: SPO about a minute of one core, FPO 3, DIME 10")
-@pytest.mark.parametrize("algo", ["spo", "fpo", "dime"])
+@pytest.mark.parametrize("algo", ["spo", "fpo", "dppo", "dime"])
 def test_baseline_swings_up_pendulum(tmp_path, algo):
     curves = train_seeds(tmp_path, algo, "gymnax/Pendulum-v1", SEEDS, total_env_steps=BUDGET[algo],
                          num_evals=2 if algo != "dime" else 4, eval_envs=32)

@@ -25,7 +25,7 @@ def test_spo_loss_matches_a_plain_loop():
     loss, frac = spo_policy_loss(jnp.asarray(lp), jnp.asarray(old), jnp.asarray(adv), eps)
     assert float(loss) == pytest.approx(-total / 64, rel=1e-5)
     assert float(frac) == pytest.approx(outside / 64)
-    assert POLICY_LOSSES == {"ppo": ppo_policy_loss, "spo": spo_policy_loss}
+    assert POLICY_LOSSES["spo"] is spo_policy_loss and POLICY_LOSSES["ppo"] is ppo_policy_loss
 
 
 def test_spo_pulls_a_ratio_back_where_the_clip_goes_flat():

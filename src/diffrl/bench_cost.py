@@ -32,12 +32,13 @@ from diffrl.config import ConfigError, TrainConfig
 
 ALGOS = ("reppo", "trudi", "amdp", "amdp-backprop")
 """The default contenders."""
-KNOWN_ALGOS = ALGOS + ("dime", "ppo", "spo")
-"""Every algorithm ``--algos`` accepts: also on-policy DIME (N steps like TruDi) and the Gaussian
-PPO and SPO (no N: the same program re-timed in every group, as REPPO; their presets run other
-batches than REPPO's, so they need --num-envs/--num-steps)."""
+KNOWN_ALGOS = ALGOS + ("dime", "dppo", "ppo", "spo", "fpo")
+"""Every algorithm ``--algos`` accepts: also on-policy DIME and DPPO (N steps like TruDi), the
+Gaussian PPO and SPO and the flow policy of FPO (no N: the same program re-timed in every group, as
+REPPO). The PPO family's presets run other batches than REPPO's: pass --num-envs/--num-steps."""
 BASELINE = "reppo"
-STEPS_CONFIG = {"trudi": "diffusion", "dime": "diffusion", "amdp": "adjoint", "amdp-backprop": "adjoint"}
+STEPS_CONFIG = {"trudi": "diffusion", "dime": "diffusion", "dppo": "diffusion", "amdp": "adjoint",
+                "amdp-backprop": "adjoint"}
 """Nested config holding each diffusion algorithm's number of steps N (``<prefix>.num_steps``)."""
 FLAG_OWNED = {"algo", "env", "num_envs", "num_steps", "diffusion.num_steps", "adjoint.num_steps"}
 
@@ -394,7 +395,7 @@ def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
     p = argparse.ArgumentParser(prog="diffrl bench cost", description=__doc__, formatter_class=_HelpFormat)
     p.add_argument("--env", required=True, help="environment of every contender")
     p.add_argument("--algos", default=",".join(ALGOS), help="comma list of reppo, trudi, amdp, amdp-backprop, "
-                   "dime, ppo, spo (reppo, the baseline, is always measured)")
+                   "dime, dppo, ppo, spo, fpo (reppo, the baseline, is always measured)")
     p.add_argument("--diffusion-steps", default="4,8,16,32,64,128", help="comma list of N (one group each)")
     p.add_argument("--num-envs", type=int, default=None, help="parallel envs (default: the presets')")
     p.add_argument("--num-steps", type=int, default=None, help="rollout length (default: the presets')")

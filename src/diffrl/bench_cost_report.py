@@ -9,11 +9,12 @@ from __future__ import annotations
 import statistics
 
 PAIRS = (("amdp", "reppo"), ("amdp-backprop", "amdp"), ("trudi", "reppo"), ("amdp-backprop", "reppo"),
-         ("dime", "reppo"), ("dime", "trudi"), ("ppo", "reppo"), ("spo", "reppo"))
+         ("dime", "reppo"), ("dime", "trudi"), ("dppo", "reppo"), ("ppo", "reppo"), ("spo", "reppo"),
+         ("fpo", "reppo"))
 """(numerator, denominator) of every ratio reported (those whose contenders were measured)."""
 LABELS = {"reppo": "REPPO", "trudi": "TruDi", "amdp": "AMDP", "amdp-backprop": "backprop", "dime": "DIME",
-          "ppo": "PPO", "spo": "SPO"}
-ORDER = ("reppo", "trudi", "amdp", "amdp-backprop", "dime", "ppo", "spo")
+          "dppo": "DPPO", "ppo": "PPO", "spo": "SPO", "fpo": "FPO"}
+ORDER = ("reppo", "trudi", "amdp", "amdp-backprop", "dime", "dppo", "ppo", "spo", "fpo")
 HEADLINE_PAIRS = (("amdp", "reppo"), ("amdp-backprop", "amdp"), ("trudi", "reppo"))
 
 

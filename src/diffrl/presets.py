@@ -307,6 +307,17 @@ PRESETS.update({
                                   "algo": "fpo", "ppo.ent_coef": 0.0, "ppo.clip_eps": 0.05}
     for name in _PPO_PRESETS})
 
+# DPPO (Ren et al. 2024) from scratch: PPO's recipe for the family with the DIME chain as the policy
+# (its control net as wide as the family's Gaussian), DPPO's floor 0.1 on the denoising noise and
+# denoising discount 0.99, the erf squash (the prior maps to uniform actions, where tanh would start
+# saturated) and no entropy bonus (the chain's entropy is not computed).
+PRESETS.update({
+    f"dppo-{name[len('ppo-'):]}": {
+        **{k: v for k, v in PRESETS[name].items() if not k.startswith("gaussian.")},
+        "algo": "dppo", "ppo.ent_coef": 0.0, "diffusion.hidden": PRESETS[name].get("gaussian.hidden", (64, 64)),
+        "diffusion.step_std_min": 0.1, "diffusion.denoising_discount": 0.99, "diffusion.squash": "erf"}
+    for name in _PPO_PRESETS})
+
 # AMDP on Playground DM Control (CPU): a smooth bound of 4 on each coordinate of the control f
 # (adjoint.control_bound; the analogue of a Gaussian policy's log-std floor). Without it, on
 # CartpoleBalance (8 seeds, 245,760 steps, benchmarks/results/stability/) 1 of 8 seeds fell (by 1.12
@@ -367,7 +378,7 @@ def default_preset(algo: str, env: str) -> str | None:
         ("ppo", "locomotion"): "ppo-locomotion-cpu",
         ("reppo", "locomotion"): "reppo-locomotion-cpu",
     }
-    if algo in ("spo", "fpo"):  # PPO's family presets, each with its own twin
+    if algo in ("spo", "fpo", "dppo"):  # PPO's family presets, each with its own twin
         ppo = table.get(("ppo", s))
         return ppo.replace("ppo-", f"{algo}-", 1) if ppo else None
     if (algo, s) not in table and algo in _DIFFUSION_FAMILIES:

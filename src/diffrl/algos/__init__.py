@@ -26,6 +26,13 @@ def _fpo(config, spec):
     return make_fpo(config, spec)
 
 
+def _dppo(config, spec):
+    """DPPO (Ren et al. 2024): PPO on the denoising MDP of the DIME chain (per-step ratios)."""
+    from diffrl.algos.ppo import make_dppo
+
+    return make_dppo(config, spec)
+
+
 def _reppo(config, spec):
     from diffrl.algos.reppo import make_reppo
 
@@ -74,6 +81,7 @@ ALGORITHMS: dict[str, Callable] = {
     "ppo": _ppo,
     "spo": _spo,
     "fpo": _fpo,
+    "dppo": _dppo,
     "reppo": _reppo,
 }
 
@@ -83,7 +91,17 @@ ALGORITHMS: dict[str, Callable] = {
 # REPPO's critic, temperature and SGD settings but has its own trust region on the drift
 # (--adjoint.kl-bound, --adjoint.trust-region) and its own entropy target
 # (--adjoint.entropy-target-mult): REPPO's KL multiplier and actor-loss rule do not exist there.
+_DPPO_ONLY = {
+    "diffusion.step_std_min": "the floor on the denoising noise is DPPO's (--algo dppo); the trajectory KL and "
+                              "DIME's entropy bound assume the chain without it",
+    "diffusion.denoising_discount": "it weighs DPPO's per-step ratios (--algo dppo)",
+}
+_TRUST_REGION_ONLY = {f"diffusion.{name}": "DPPO's trust region is PPO's clip (--ppo.clip-eps)" for name in (
+    "trust_region", "kl_estimator", "kl_samples", "kl_paths")}
 UNUSED_SETTINGS: dict[str, dict[str, str]] = {
+    "trudi": _DPPO_ONLY,
+    "dime": _DPPO_ONLY,
+    "dppo": {**_TRUST_REGION_ONLY, "diffusion.dual_uses": "DPPO has no temperature dual"},
     "amdp": {
         "reppo.kl_bound": "its trust-region radius is --adjoint.kl-bound",
         "reppo.kl_start": "its trust-region multiplier starts at --adjoint.lambda-init",
@@ -105,6 +123,7 @@ ALGORITHM_SECTIONS: dict[str, tuple[str, ...]] = {
     "ppo": ("ppo", "gaussian"),
     "spo": ("ppo", "gaussian"),
     "fpo": ("ppo", "flow"),
+    "dppo": ("ppo", "diffusion"),
     "reppo": ("reppo", "gaussian", "critic"),
 }
 CONFIG_SECTIONS = ("ppo", "reppo", "critic", "gaussian", "diffusion", "adjoint", "flow")

@@ -13,13 +13,18 @@ the clipping replaced by a quadratic penalty that keeps the ratio near the trust
   L_pi = -mean(rho A - |A| / (2 eps) (rho - 1)^2).
 Unlike the clip, its gradient never vanishes: a ratio that left the region is pulled back.
 
+DPPO (Diffusion Policy Policy Optimization, Ren et al. 2024, arXiv 2409.00588) is PPO on the
+two-level MDP whose actions are the denoising steps: a diffusion policy's per-step Gaussian
+log-densities along the stored acting chain give N ratios per sample, each clipped with the
+sample's advantage (weighted by the denoising discount gamma_d^(N - 1 - n)).
+
 FPO (Flow Policy Optimization, McAllister et al. 2025, arXiv 2507.21053) is PPO's clipped surrogate
 on a flow policy (:mod:`diffrl.policies.flow`), whose ratio exponentiates a change of conditional
 flow-matching losses instead of log-densities.
 
 Needs a :class:`~diffrl.policies.base.RatioPolicy`: its ``ratio_log_terms`` (N, R) give R ratios
-per sample (R = 1 for a Gaussian; FPO++'s per-draw ratios), each entering the surrogate with the
-sample's advantage. Old terms are recomputed from the rollout-time parameters, so the policy's aux
+per sample (R = 1 for a Gaussian; FPO++'s per-draw ratios; DPPO's per-step ones), each entering the
+surrogate with the sample's advantage times the policy's ``ratio_weights`` (R,), if it has any. Old terms are recomputed from the rollout-time parameters, so the policy's aux
 pytree is opaque here. The entropy bonus needs a policy with ``entropy`` (a flow has none).
 """
 from __future__ import annotations
@@ -65,7 +70,7 @@ def spo_policy_loss(log_prob, old_log_prob, advantages, eps):
     return -jnp.mean(ratio * advantages - penalty), out_frac
 
 
-POLICY_LOSSES = {"ppo": ppo_policy_loss, "spo": spo_policy_loss, "fpo": ppo_policy_loss}
+POLICY_LOSSES = {"ppo": ppo_policy_loss, "spo": spo_policy_loss, "fpo": ppo_policy_loss, "dppo": ppo_policy_loss}
 """Surrogate per algorithm name: (log_prob, old_log_prob, advantages, eps) -> (loss, fraction of
 ratios outside [1 - eps, 1 + eps])."""
 
@@ -80,8 +85,8 @@ def ppo_value_loss(values, old_values, returns, clip_eps):
 
 
 class PPO:
-    """PPO; SPO with ``name="spo"``; FPO with ``name="fpo"`` and a flow policy (the surrogate of
-    :data:`POLICY_LOSSES`; the rest is shared)."""
+    """PPO; SPO with ``name="spo"``; FPO with ``name="fpo"`` and a flow policy; DPPO with
+    ``name="dppo"`` and a diffusion policy (the surrogate of :data:`POLICY_LOSSES`; the rest is shared)."""
 
     def __init__(self, config, spec: EnvSpec, policy, name: str = "ppo"):
         require(policy, RatioPolicy, name)
@@ -90,6 +95,7 @@ class PPO:
         self.config = config
         self.c = config.ppo
         self.has_entropy = hasattr(policy, "entropy")
+        self.ratio_weights = getattr(policy, "ratio_weights", None)  # (R,) or None: every term alike
         if self.c.ent_coef != 0 and not self.has_entropy:
             raise ValueError(f"--ppo.ent-coef {self.c.ent_coef}: {name}'s {type(policy).__name__} has no entropy "
                              "to reward; set --ppo.ent-coef 0")
@@ -134,7 +140,8 @@ class PPO:
             if c.normalize_advantages:
                 adv = (adv - jnp.mean(adv)) / (jnp.std(adv) + 1e-8)
             lp = self.policy.ratio_log_terms(params["policy"], obs, aux)  # (N, R)
-            pi_loss, clip_frac = self.policy_loss(lp, old_lp, adv[:, None], c.clip_eps)
+            adv = adv[:, None] if self.ratio_weights is None else adv[:, None] * self.ratio_weights
+            pi_loss, clip_frac = self.policy_loss(lp, old_lp, adv, c.clip_eps)
             v_loss = ppo_value_loss(self.value(params["value"], cobs), old_v, ret, c.value_clip_eps)
             loss = pi_loss + c.vf_coef * v_loss
             metrics = {"loss/policy": pi_loss, "loss/value": v_loss, "policy/clip_fraction": clip_frac,
@@ -163,6 +170,12 @@ def make_fpo(config, spec: EnvSpec) -> PPO:
     from diffrl.policies.flow import FlowPolicy
 
     return PPO(config, spec, FlowPolicy(config.flow, spec.action_size), name="fpo")
+
+
+def make_dppo(config, spec: EnvSpec) -> PPO:
+    from diffrl.policies.diffusion import DiffusionPolicy
+
+    return PPO(config, spec, DiffusionPolicy(config.diffusion, spec.action_size, store_path=True), name="dppo")
 
 
 def make_ppo(config, spec: EnvSpec, name: str = "ppo") -> PPO:

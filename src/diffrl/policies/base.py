@@ -108,12 +108,15 @@ class LogProbPolicy(Policy, Protocol):
 
 @runtime_checkable
 class RatioPolicy(Policy, Protocol):
-    """What PPO's likelihood-ratio surrogates need (PPO, SPO, FPO)."""
+    """What PPO's likelihood-ratio surrogates need (PPO, SPO, FPO, DPPO). A policy may also carry
+    ``ratio_weights``, (R,) weights on the advantage of each term (DPPO's denoising discount), and
+    ``entropy`` (for the entropy bonus)."""
 
     def ratio_log_terms(self, params: Params, obs: jax.Array, aux: Any) -> jax.Array:
         """(..., R): R terms per sample whose differences under new and old params are the log
         likelihood ratios the surrogate clips: a Gaussian's log pi (R = 1), or minus a flow's
-        conditional flow-matching losses (FPO: one per Monte-Carlo draw, or their mean)."""
+        conditional flow-matching losses (FPO: one per Monte-Carlo draw, or their mean), or a
+        diffusion chain's per-step log-densities (DPPO: R = N denoising steps)."""
         ...
 
 

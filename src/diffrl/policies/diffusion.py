@@ -120,6 +120,13 @@ class DiffusionPolicyConfig:
     path since the old network is never called and the new one runs on all steps at once)."""
     noise_free_coef: float = 1.0
     """Control scale c of the 'noise-free' evaluation sampler (reference shipped 1.0)."""
+    step_std_min: float = 0.0
+    """Floor on each denoising step's noise std (DPPO's clipped denoising noise, which keeps the late,
+    small steps exploring; 0 keeps DIME's chain). Read by dppo only: TruDi's and DIME's KL and entropy
+    bound assume the chain without it."""
+    denoising_discount: float = 1.0
+    """dppo: weight gamma_d^(N - 1 - n) on the ratio of denoising step n (DPPO's denoising discount:
+    early, noisier steps count less); 1 weighs all steps alike."""
     dual_uses: str = "running_cost"
     """dual_log_prob: 'running_cost' (ell - log p0(x_0), reference) or 'full' (ell)."""
 
@@ -145,6 +152,8 @@ class DiffusionPolicyConfig:
             raise ValueError(f"dual_uses must be one of {DUAL_USES}, got '{self.dual_uses}'")
         if self.num_steps < 1 or self.kl_samples < 1:
             raise ValueError("num_steps and kl_samples must be >= 1")
+        if self.step_std_min < 0 or not 0 < self.denoising_discount <= 1:
+            raise ValueError("diffusion.step_std_min must be >= 0 and diffusion.denoising_discount in (0, 1]")
         if self.sigma0 <= 0 or self.friction_init <= 0 or (self.dt_init is not None and self.dt_init <= 0):
             raise ValueError("sigma0, friction_init and dt_init must be > 0")
 
@@ -189,10 +198,13 @@ class DiffusionPolicy:
     """The evaluation sampler that reproduces ``sample`` (acting) from the same draws."""
     renamed_samplers = RENAMED_SAMPLERS
 
-    def __init__(self, config: DiffusionPolicyConfig, action_size: int):
+    def __init__(self, config: DiffusionPolicyConfig, action_size: int, store_path: bool = False):
         config.validate()
         self.config = config
         self.action_size = action_size
+        self.store_path = store_path or config.kl_paths == "behaviour"
+        """Whether ``sample`` stores the acting chain's states (the behaviour KL and DPPO's ratios read them)."""
+        self.var_floor = config.step_std_min ** 2
         self.net = ControlNet(
             action_size=action_size,
             hidden=tuple(config.hidden),
@@ -245,7 +257,7 @@ class DiffusionPolicy:
         """Chain from noise (N + 1, ..., d): (PathwiseSample, the ChainSample)."""
         cfg = self.config
         chain = dis_chain.sample_chain(self._control_fn(params, obs), self.step_sizes(params), cfg.sigma0, noise,
-                                       return_path=return_path)
+                                       return_path=return_path, var_floor=self.var_floor)
         ell, running_cost = dis_chain.pseudo_log_prob(chain, cfg.sigma0, cfg.squash, self.erf_scale)
         dual = running_cost if cfg.dual_uses == "running_cost" else ell
         sample = PathwiseSample(action=self._squash(chain.x_final), log_prob=ell, dual_log_prob=dual)
@@ -261,7 +273,7 @@ class DiffusionPolicy:
     def sample(self, params: Params, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, DiffusionAux]:
         """Acting: (action (..., d), DiffusionAux), stop-gradient."""
         noise = self._noise(key, obs.shape[:-1])
-        store_path = self.config.kl_paths == "behaviour"
+        store_path = self.store_path
         out, chain = self._run(params, obs, noise, return_path=store_path)
         path = jnp.moveaxis(chain.path, 0, -2) if store_path else None
         aux = DiffusionAux(jnp.moveaxis(noise, 0, -2), chain.x_final, out.log_prob, out.dual_log_prob, path)
@@ -273,6 +285,33 @@ class DiffusionPolicy:
         Under the params that produced ``aux`` this reproduces its action and ell exactly.
         """
         return self._run(params, obs, jnp.moveaxis(aux.noise, -2, 0))[0]
+
+    def ratio_log_terms(self, params: Params, obs: jax.Array, aux: DiffusionAux) -> jax.Array:
+        """(..., N) DPPO's per-step terms: log F_n(x_{n+1} | x_n) of the stored acting chain under
+        ``params`` (eq. E4, each step's variance floored at ``step_std_min``^2), averaged over the
+        action dimensions as DPPO's code does (so a ratio's scale does not grow with d). New minus
+        old terms are the log ratios of the denoising MDP's actions; the new control is evaluated
+        at all N stored states in one call."""
+        if aux.path is None:
+            raise ValueError("the per-step ratios need the stored acting chain: build the policy with "
+                             "store_path=True (the dppo algorithm does)")
+        path = jax.lax.stop_gradient(jnp.moveaxis(aux.path, -2, 0))  # (N + 1, ..., d)
+        num_steps, lead = self.config.num_steps, path.ndim - 2
+        eta = self.step_sizes(params).reshape((num_steps,) + (1,) * lead + (self.action_size,))
+        var = jnp.maximum(2.0 * eta, self.var_floor) if self.var_floor > 0 else 2.0 * eta
+        steps = jnp.arange(num_steps, dtype=jnp.int32).reshape((num_steps,) + (1,) * lead)
+        x, x_next = path[:-1], path[1:]
+        mean = dis_chain.forward_mean(x, self.net.apply(params["control"], x, obs, steps), eta, self.config.sigma0)
+        per_step = dis_chain.diag_gaussian_log_prob(x_next, mean, var) / self.action_size  # (N, ...)
+        return jnp.moveaxis(per_step, 0, -1)
+
+    @property
+    def ratio_weights(self) -> jax.Array | None:
+        """(N,) DPPO's denoising discount gamma_d^(N - 1 - n) on each step's ratio (None when 1)."""
+        if self.config.denoising_discount == 1.0:
+            return None
+        n = self.config.num_steps
+        return self.config.denoising_discount ** jnp.arange(n - 1, -1, -1, dtype=jnp.float32)
 
     def eval_action(self, params: Params, obs: jax.Array, key: jax.Array, sampler: str) -> jax.Array:
         """(..., d) evaluation action: 'sde', 'reversal-ode' (E10) or 'noise-free' (E11)."""

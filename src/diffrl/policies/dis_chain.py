@@ -179,20 +179,23 @@ class ChainSample:
 
 
 def sample_chain(
-    control_fn: ControlFn, eta: jax.Array, sigma0: float, noise: jax.Array, return_path: bool = False
+    control_fn: ControlFn, eta: jax.Array, sigma0: float, noise: jax.Array, return_path: bool = False,
+    var_floor: float = 0.0,
 ) -> ChainSample:
     """Simulate eqs. (E4) with the given noise and accumulate log w, eq. (E6).
 
     eta: (N, d) (or (N, 1)); noise: (N + 1, ..., d) from :func:`draw_noise`.
     log F_n is evaluated through eps_n (x_{n+1} - mean = sqrt(2 eta) eps exactly), which is
     the same value and total derivative as the density formula but without cancellation.
+    ``var_floor`` > 0 raises each step's variance 2 eta_n to at least that (DPPO's floor on the
+    denoising noise; the log weight then uses the floored variance for both F_n and B_n).
     """
     x0 = sigma0 * noise[0]
     steps = jnp.arange(eta.shape[0], dtype=jnp.int32)
 
     def step(x, inputs):
         n, eta_n, eps_n = inputs
-        var = 2.0 * eta_n
+        var = jnp.maximum(2.0 * eta_n, var_floor) if var_floor > 0 else 2.0 * eta_n
         x_next = forward_mean(x, control_fn(x, n), eta_n, sigma0) + jnp.sqrt(var) * eps_n
         log_forward = -0.5 * jnp.sum(eps_n**2 + _LOG_2PI + jnp.log(var), axis=-1)
         log_backward = diag_gaussian_log_prob(x, backward_mean(x_next, eta_n, sigma0), var)
