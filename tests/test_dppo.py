@@ -70,3 +70,24 @@ def test_dppo_registration_presets_and_refused_settings():
     trudi = resolve("trudi", "gymnax/Pendulum-v1", None)
     floored = trudi.replace(diffusion=DiffusionPolicyConfig(**{**trudi.diffusion.__dict__, "step_std_min": 0.1}))
     assert any("--diffusion.step-std-min" in e for e in unused_setting_errors(floored))
+
+
+def test_dppo_surrogate_matches_a_plain_loop_over_samples_and_steps():
+    from diffrl.algos.ppo import ppo_policy_loss, ratio_surrogate
+
+    rng = np.random.default_rng(3)
+    new, old = rng.normal(0, 0.2, (16, STEPS)), rng.normal(0, 0.2, (16, STEPS))
+    adv, eps = rng.normal(size=16), 0.1
+    weights = 0.9 ** np.arange(STEPS - 1, -1, -1)
+    total = 0.0
+    for i in range(16):
+        for n in range(STEPS):
+            rho, a = math.exp(new[i, n] - old[i, n]), adv[i] * weights[n]
+            total += min(rho * a, min(max(rho, 1 - eps), 1 + eps) * a)
+    loss, _ = ratio_surrogate(ppo_policy_loss, jnp.asarray(new), jnp.asarray(old), jnp.asarray(adv),
+                              jnp.asarray(weights), eps)
+    assert float(loss) == pytest.approx(-total / (16 * STEPS), rel=1e-5)
+    plain, _ = ratio_surrogate(ppo_policy_loss, jnp.asarray(new[:, :1]), jnp.asarray(old[:, :1]), jnp.asarray(adv),
+                               None, eps)
+    assert float(plain) == pytest.approx(float(ppo_policy_loss(jnp.asarray(new[:, 0]), jnp.asarray(old[:, 0]),
+                                                               jnp.asarray(adv), eps)[0]), rel=1e-6)

@@ -150,10 +150,10 @@ def test_config_from_json_and_kind_lookup():
     with pytest.raises(ExportError, match="no field"):
         config_from_json(GaussianPolicyConfig, {"widths": [4]})
     assert policy_kind_of(GaussianPolicy(config, 2)) == "gaussian"
-    assert set(POLICY_KINDS) >= {"gaussian", "diffusion", "adjoint"}
+    assert set(POLICY_KINDS) >= {"gaussian", "diffusion", "adjoint", "flow"}
 
 
-@pytest.mark.parametrize("kind, sampler", [("diffusion", "reversal-ode"), ("adjoint", "ode")])
+@pytest.mark.parametrize("kind, sampler", [("diffusion", "reversal-ode"), ("adjoint", "ode"), ("flow", "zero-noise")])
 def test_diffusion_round_trip_with_deterministic_sampler(tmp_path, kind, sampler):
     module, policy_name, config_name = POLICY_KINDS[kind]
     try:
@@ -164,7 +164,8 @@ def test_diffusion_round_trip_with_deterministic_sampler(tmp_path, kind, sampler
     policy = getattr(mod, policy_name)(config, ACT)
     params = init_perturbed(policy, 0.1)
     stats, obs = stats_and_obs()
-    out = export_policy(tmp_path / kind, kind, config, ACT, OBS, params, stats, True, CLIP, "sde")
+    out = export_policy(tmp_path / kind, kind, config, ACT, OBS, params, stats, True, CLIP,
+                        "sample" if kind == "flow" else "sde")
     act = load_policy(out, sampler=sampler)
     assert policy_kind_of(act.policy) == kind and act.policy.config == config
     key = jax.random.PRNGKey(9)

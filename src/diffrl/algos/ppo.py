@@ -75,6 +75,14 @@ POLICY_LOSSES = {"ppo": ppo_policy_loss, "spo": spo_policy_loss, "fpo": ppo_poli
 ratios outside [1 - eps, 1 + eps])."""
 
 
+def ratio_surrogate(policy_loss, log_terms, old_log_terms, advantages, weights, eps):
+    """(N, R), (N, R), (N,), (R,) or None -> the surrogate over every sample and term: term r of
+    sample i has log ratio log_terms[i, r] - old_log_terms[i, r] and advantage advantages[i] *
+    weights[r] (DPPO: -mean_{i,n} min(rho A gamma_d^(N-1-n), clip(rho) A gamma_d^(N-1-n)))."""
+    adv = advantages[:, None] if weights is None else advantages[:, None] * weights
+    return policy_loss(log_terms, old_log_terms, adv, eps)
+
+
 def ppo_value_loss(values, old_values, returns, clip_eps):
     """(N,) x3 -> scalar; clip_eps None means the plain squared error."""
     err = (values - returns) ** 2
@@ -140,8 +148,7 @@ class PPO:
             if c.normalize_advantages:
                 adv = (adv - jnp.mean(adv)) / (jnp.std(adv) + 1e-8)
             lp = self.policy.ratio_log_terms(params["policy"], obs, aux)  # (N, R)
-            adv = adv[:, None] if self.ratio_weights is None else adv[:, None] * self.ratio_weights
-            pi_loss, clip_frac = self.policy_loss(lp, old_lp, adv, c.clip_eps)
+            pi_loss, clip_frac = ratio_surrogate(self.policy_loss, lp, old_lp, adv, self.ratio_weights, c.clip_eps)
             v_loss = ppo_value_loss(self.value(params["value"], cobs), old_v, ret, c.value_clip_eps)
             loss = pi_loss + c.vf_coef * v_loss
             metrics = {"loss/policy": pi_loss, "loss/value": v_loss, "policy/clip_fraction": clip_frac,
