@@ -46,7 +46,7 @@ MAX_RETURN = {
     "playground/CheetahRun": 1000.0,
 }
 DIAGNOSTICS = ("actor/kl", "actor/out_of_trust_region", "dual/alpha", "dual/beta", "am/kl", "am/lambda",
-               "actor/entropy_estimate", "critic/q_mse")
+               "actor/entropy_estimate", "critic/q_mse", "policy/approx_kl", "policy/clip_fraction")
 
 
 class RandomPolicy:
@@ -167,7 +167,8 @@ def plot_pair(record: dict, metrics: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     keys = [k for k in DIAGNOSTICS if k in metrics]
-    fig, axes = plt.subplots(1, 1 + len(keys), figsize=(3.2 * (1 + len(keys)), 2.8))
+    fig, axes = plt.subplots(1, 1 + len(keys), figsize=(3.2 * (1 + len(keys)), 2.8), squeeze=False)
+    axes = axes[0]  # one row; a list even when there is no diagnostic beside the returns
     sampler = record["samplers"][0]
     returns = np.array(record["per_sampler"][sampler]["returns"])
     axes[0].plot(record["env_steps"], returns, lw=1)

@@ -59,3 +59,12 @@ def test_report_counts_dropping_seeds_and_gives_medians_with_intervals(tmp_path)
     assert rows["trudi (after)"].endswith("| 0.200 | 0/5 |")  # 0.2 itself is not a drop above 0.2
     assert "| 0.800 [" in rows["trudi (after)"]  # the median final of 0.8, 0.7, 0.9, 0.85, 0.6
     assert sum(line.startswith("| Pendulum-v1 | trudi (before) | sde |") for line in text.splitlines()) == 6
+
+
+def test_plot_pair_draws_a_run_without_diagnostics(tmp_path):
+    """A PPO-family run logs none of the max-entropy diagnostics: the plot is the returns alone."""
+    record = {"algo": "ppo", "env": "playground/CartpoleSwingup", "samplers": ["mean"], "env_steps": [0, 10, 20],
+              "per_sampler": {"mean": {"returns": [[1.0, 2.0], [2.0, 3.0], [3.0, 4.0]]}}}
+    stability.plot_pair(record, {"loss/value": np.zeros((2, 3))}, tmp_path / "p.png")
+    stability.plot_pair(record, {"policy/approx_kl": np.zeros((2, 3))}, tmp_path / "q.png")
+    assert (tmp_path / "p.png").stat().st_size > 0 and (tmp_path / "q.png").stat().st_size > 0

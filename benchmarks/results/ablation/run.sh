@@ -4,7 +4,8 @@
 #   benchmarks/results/ablation/run.sh TASK JOBS...   e.g.  run.sh CartpoleSwingup trudi-trajectory dime
 # JOBS: trudi-trajectory trudi-action trudi-none amdp-closed_form amdp-dual amdp-none reppo ppo spo fpo dppo
 # (trudi-action is `--algo dime`, the same code with --diffusion.trust-region action as its default).
-# Paper scale (GPU): add  --preset dmc-small --total-env-steps 50000000  to the stability.py line.
+# Paper scale (GPU): PAPER=1 run.sh TASK JOBS... uses the paper presets (PPO family `*-dmc`, the others
+# `*-dmc-small`), 1024 envs per seed and 50M env steps, as benchmarks/suite.py --paper.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 task=$1; shift
@@ -16,8 +17,14 @@ for job in "$@"; do
     trudi-none) set_args=(--set diffusion.trust_region=none) ;;
     amdp-*) set_args=(--set adjoint.trust_region=$mode) ;;
   esac
+  scale=(--total-env-steps 98304 --num-evals 6)
+  if [ "${PAPER:-0}" = 1 ]; then
+    case $algo in ppo|spo|fpo|dppo) family=dmc ;; *) family=dmc-small ;; esac
+    scale=(--total-env-steps 50000000 --num-evals 20 --preset "$algo=$algo-$family" --set num_envs=1024)
+  fi
   out=benchmarks/results/ablation/$(echo "$task" | sed 's/\([a-z]\)\([A-Z]\)/\1_\2/g' | tr A-Z a-z)_$job
-  $PY benchmarks/stability.py --algos "$algo" --envs "playground/$task" --num-seeds 5 --num-evals 6 \
-      --eval-envs 16 --total-env-steps 98304 --samplers sde,mean,zero-noise --out "$out" "${set_args[@]}"
+  [ "${PAPER:-0}" = 1 ] && out=${out}_paper
+  $PY benchmarks/stability.py --algos "$algo" --envs "playground/$task" --num-seeds 5 --eval-envs 16 \
+      --samplers sde,mean,zero-noise --out "$out" "${scale[@]}" "${set_args[@]}"
   rm -rf "$out/runs"  # the per-run directories (checkpoints, tensorboard) are not committed
 done

@@ -24,8 +24,9 @@ flow-matching losses instead of log-densities.
 
 Needs a :class:`~diffrl.policies.base.RatioPolicy`: its ``ratio_log_terms`` (N, R) give R ratios
 per sample (R = 1 for a Gaussian; FPO++'s per-draw ratios; DPPO's per-step ones), each entering the
-surrogate with the sample's advantage times the policy's ``ratio_weights`` (R,), if it has any. Old terms are recomputed from the rollout-time parameters, so the policy's aux
-pytree is opaque here. The entropy bonus needs a policy with ``entropy`` (a flow has none).
+surrogate with the sample's advantage times the policy's ``ratio_weights`` (R,), if it has any.
+Old terms are recomputed from the rollout-time parameters, so the policy's aux pytree is opaque
+here. The entropy bonus needs a policy with ``entropy`` (a flow and the DIME chain have none).
 """
 from __future__ import annotations
 

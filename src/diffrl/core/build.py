@@ -46,7 +46,10 @@ def make_algorithm(config: TrainConfig, spec):
 
     if config.algo not in ALGORITHMS:
         raise ConfigError(f"unknown algorithm {config.algo!r}; {close_matches(config.algo)}")
-    return ALGORITHMS[config.algo](config, spec)
+    try:
+        return ALGORITHMS[config.algo](config, spec)
+    except ValueError as e:  # an algorithm refusing a combination of settings (before compiling)
+        raise ConfigError(f"--algo {config.algo}: {e}") from None
 
 
 def build(config: TrainConfig):
