@@ -273,9 +273,8 @@ class DiffusionPolicy:
     def sample(self, params: Params, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, DiffusionAux]:
         """Acting: (action (..., d), DiffusionAux), stop-gradient."""
         noise = self._noise(key, obs.shape[:-1])
-        store_path = self.store_path
-        out, chain = self._run(params, obs, noise, return_path=store_path)
-        path = jnp.moveaxis(chain.path, 0, -2) if store_path else None
+        out, chain = self._run(params, obs, noise, return_path=self.store_path)
+        path = jnp.moveaxis(chain.path, 0, -2) if self.store_path else None
         aux = DiffusionAux(jnp.moveaxis(noise, 0, -2), chain.x_final, out.log_prob, out.dual_log_prob, path)
         return jax.lax.stop_gradient((out.action, aux))
 
@@ -296,14 +295,9 @@ class DiffusionPolicy:
             raise ValueError("the per-step ratios need the stored acting chain: build the policy with "
                              "store_path=True (the dppo algorithm does)")
         path = jax.lax.stop_gradient(jnp.moveaxis(aux.path, -2, 0))  # (N + 1, ..., d)
-        num_steps, lead = self.config.num_steps, path.ndim - 2
-        eta = self.step_sizes(params).reshape((num_steps,) + (1,) * lead + (self.action_size,))
-        var = jnp.maximum(2.0 * eta, self.var_floor) if self.var_floor > 0 else 2.0 * eta
-        steps = jnp.arange(num_steps, dtype=jnp.int32).reshape((num_steps,) + (1,) * lead)
-        x, x_next = path[:-1], path[1:]
-        mean = dis_chain.forward_mean(x, self.net.apply(params["control"], x, obs, steps), eta, self.config.sigma0)
-        per_step = dis_chain.diag_gaussian_log_prob(x_next, mean, var) / self.action_size  # (N, ...)
-        return jnp.moveaxis(per_step, 0, -1)
+        per_step = dis_chain.stored_path_log_probs(self._control_fn(params, obs), self.step_sizes(params),
+                                                   self.config.sigma0, path, self.var_floor)  # (N, ...)
+        return jnp.moveaxis(per_step / self.action_size, 0, -1)
 
     @property
     def ratio_weights(self) -> jax.Array | None:

@@ -125,6 +125,12 @@ def gaussian_kl_diag(mean_p: jax.Array, var_p: jax.Array, mean_q: jax.Array, var
     return jnp.sum(per_dim, axis=-1)
 
 
+def step_variance(eta: jax.Array, var_floor: float = 0.0) -> jax.Array:
+    """Variance 2 eta_n of a step (E4), raised to at least ``var_floor`` when that is > 0 (DPPO's
+    floor on the denoising noise)."""
+    return jnp.maximum(2.0 * eta, var_floor) if var_floor > 0 else 2.0 * eta
+
+
 def forward_mean(x: jax.Array, control: jax.Array, eta: jax.Array, sigma0: float) -> jax.Array:
     """Mean of F_n(. | x_n), eq. (E4): x + eta (grad log p0(x) + f)."""
     return x + eta * (prior_score(x, sigma0) + control)
@@ -195,7 +201,7 @@ def sample_chain(
 
     def step(x, inputs):
         n, eta_n, eps_n = inputs
-        var = jnp.maximum(2.0 * eta_n, var_floor) if var_floor > 0 else 2.0 * eta_n
+        var = step_variance(eta_n, var_floor)
         x_next = forward_mean(x, control_fn(x, n), eta_n, sigma0) + jnp.sqrt(var) * eps_n
         log_forward = -0.5 * jnp.sum(eps_n**2 + _LOG_2PI + jnp.log(var), axis=-1)
         log_backward = diag_gaussian_log_prob(x, backward_mean(x_next, eta_n, sigma0), var)
@@ -293,18 +299,44 @@ def stored_path_kl(
     """
     sg = jax.lax.stop_gradient
     path, noise, old_eta = sg(path), sg(noise), sg(old_eta)
-    num_steps = old_eta.shape[0]
-    lead = path.ndim - 2  # batch axes between the step axis and d
-    as_steps = lambda a: a.reshape((num_steps,) + (1,) * lead + a.shape[-1:])  # (N, d) -> (N, 1.., d)
-    var_old, var_new = 2.0 * as_steps(old_eta), 2.0 * as_steps(new_eta)
-    x, x_next, eps = path[:-1], path[1:], noise[1:]
+    var_old = 2.0 * _as_steps(old_eta, path)
+    x_next, eps = path[1:], noise[1:]
     mean_old = x_next - jnp.sqrt(var_old) * eps
-    steps = jnp.arange(num_steps, dtype=jnp.int32).reshape((num_steps,) + (1,) * lead)
-    mean_new = forward_mean(x, new_control_all_steps(x, steps), as_steps(new_eta), sigma0)
+    mean_new, eta_new = _stored_path_means(new_control_all_steps, new_eta, sigma0, path)
+    var_new = 2.0 * eta_new
     closed = gaussian_kl_diag(mean_old, var_old, mean_new, var_new)
     log_old = -0.5 * jnp.sum(eps**2 + _LOG_2PI + jnp.log(var_old), axis=-1)
     sampled = log_old - diag_gaussian_log_prob(x_next, mean_new, var_new)
     return jnp.sum(closed, axis=0), jnp.sum(sampled, axis=0)
+
+
+def _as_steps(a: jax.Array, path: jax.Array) -> jax.Array:
+    """(N, d) per-step values -> (N, 1, .., 1, d), broadcasting over a path's (N, ..., d) batch axes."""
+    return a.reshape(a.shape[:1] + (1,) * (path.ndim - 2) + a.shape[-1:])
+
+
+def _stored_path_means(
+    control_all_steps: Callable[[jax.Array, jax.Array], jax.Array], eta: jax.Array, sigma0: float,
+    path: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """Means of F_n(. | x_n), eq. (E4), at every stored state x_0..x_{N-1} of ``path`` (N + 1, ..., d)
+    with ONE control call on all steps, and eta broadcast to them: ((N, ..., d), (N, 1.., d))."""
+    num_steps = eta.shape[0]
+    steps = jnp.arange(num_steps, dtype=jnp.int32).reshape((num_steps,) + (1,) * (path.ndim - 2))
+    eta_b = _as_steps(eta, path)
+    x = path[:-1]
+    return forward_mean(x, control_all_steps(x, steps), eta_b, sigma0), eta_b
+
+
+def stored_path_log_probs(
+    control_all_steps: Callable[[jax.Array, jax.Array], jax.Array], eta: jax.Array, sigma0: float,
+    path: jax.Array, var_floor: float = 0.0,
+) -> jax.Array:
+    """(N, ...) log F_n(x_{n+1} | x_n), eq. (E4), of each step of stored paths (N + 1, ..., d) under the
+    chain (``control_all_steps``, ``eta``; each step's variance floored at ``var_floor``), the control
+    evaluated at all N states in one call (as in :func:`stored_path_kl`). DPPO's per-step terms."""
+    mean, eta_b = _stored_path_means(control_all_steps, eta, sigma0, path)
+    return diag_gaussian_log_prob(path[1:], mean, step_variance(eta_b, var_floor))
 
 
 def reversal_ode(control_fn: ControlFn, eta: jax.Array, x0: jax.Array) -> jax.Array:
