@@ -44,6 +44,8 @@ MAX_RETURN = {
     "playground/CartpoleSwingup": 1000.0,
     "playground/PendulumSwingup": 1000.0,
     "playground/CheetahRun": 1000.0,
+    "dmc/cartpole-balance": 1000.0,  # dm_control itself (a host environment): the same bound
+    "dmc/walker-stand": 1000.0,
 }
 DIAGNOSTICS = ("actor/kl", "actor/out_of_trust_region", "dual/alpha", "dual/beta", "am/kl", "am/lambda",
                "actor/entropy_estimate", "critic/q_mse", "policy/approx_kl", "policy/clip_fraction")
@@ -72,6 +74,19 @@ def random_return(config, episodes: int = 256, seed: int = 12345) -> float:
     config = config.replace(eval_envs=episodes, num_seeds=1)
     _, _, eval_env = build(config)
     spec = eval_env.spec
+    from diffrl.envs.host_registry import is_host_env
+
+    if is_host_env(config.env):  # stepped on the host: the host loop's evaluation
+        from diffrl.core.host_loop import HostComponents
+
+        # 32 episodes: each is 1000 host steps of dm_control (256 would take minutes)
+        host = HostComponents(config.replace(eval_envs=min(episodes, 32)), eval_env, RandomPolicy(spec.action_size))
+        try:
+            stats = jax.tree.map(lambda x: x[None], init_stats(spec.obs_size))
+            out = host.evaluate(None, stats, stats, jax.random.PRNGKey(seed)[None], "random")
+        finally:
+            host.close()
+        return float(out["episode_return"][0])
     evaluate = make_evaluate(config, eval_env, RandomPolicy(spec.action_size))
     out = jax.jit(evaluate, static_argnums=4)(None, init_stats(spec.obs_size), init_stats(spec.critic_size),
                                                jax.random.PRNGKey(seed), "random")

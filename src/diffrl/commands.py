@@ -42,7 +42,11 @@ def load_trained(run_dir: str | Path, checkpoint: str = "latest", **overrides):
     meta = read_metadata(path)
     config = dataclasses.replace(config, chunk_iterations=meta.get("chunk_iterations"))
     trainer = Trainer(config)
-    target = jax.jit(jax.vmap(trainer.components.init))(seed_keys(config.seed, config.num_seeds))
+    keys = seed_keys(config.seed, config.num_seeds)
+    if trainer.host:  # the state's shapes without starting the simulators
+        target = trainer.components.template(keys)
+    else:
+        target = jax.jit(jax.vmap(trainer.components.init))(keys)
     state = restore_checkpoint(path, target, expected_algo=config.algo, expected_env=config.env)
     return trainer, state, meta
 
@@ -71,7 +75,10 @@ def cmd_eval(argv: list[str]) -> int:
               f"{', '.join(trainer.algo.samplers)}" + renamed_sampler_note(unknown, trainer.algo.policy),
               file=sys.stderr)
         return 2
-    evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
+    if trainer.host:  # stepped on the host: the evaluation is a host loop over compiled act calls
+        evaluate = trainer.evaluate
+    else:
+        evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
     keys = jax.random.split(jax.random.PRNGKey(args.seed), trainer.config.num_seeds)
     results = {"run_dir": str(args.run_dir), "checkpoint_env_steps": meta.get("env_steps"), "samplers": {}}
     print(f"{'sampler':12s} {'return':>10s} {'std':>9s} {'length':>8s}   ({args.episodes} episodes x "
@@ -83,6 +90,8 @@ def cmd_eval(argv: list[str]) -> int:
         print(f"{sampler:12s} {row['episode_return']:10.2f} {row['episode_return_std']:9.2f} "
               f"{row['episode_length']:8.1f}" + (f"  behaviour entropy {row['behaviour_entropy']:.3f}"
                                                  if "behaviour_entropy" in row else ""))
+    if trainer.host:
+        trainer.components.close()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     if args.video:

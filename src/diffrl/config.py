@@ -18,6 +18,7 @@ from diffrl.algos.ppo_config import PPOConfig
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
 from diffrl.envs.playground import PHYSICS_IMPLS
+from diffrl.envs.host_registry import HOST_PREFIXES
 from diffrl.policies.adjoint import AdjointPolicyConfig
 from diffrl.policies.diffusion import RENAMED_SAMPLERS, DiffusionPolicyConfig
 from diffrl.policies.flow import FlowPolicyConfig
@@ -77,6 +78,10 @@ class TrainConfig:
     """MJX implementation for playground/* tasks: jax (default: runs on CPU, GPU and TPU, what the
     REPPO reference results used, 2-150x faster than Warp on CPUs) or warp (Playground 0.2.0's own
     default; needs the warp-lang package, which diffrl does not install)."""
+    host_workers: int = 2
+    """Worker processes that step host environments (dmc/*: simulators stepped outside JAX, see
+    docs/environments.md); each steps a contiguous slice of the batch. 0 steps them in the training
+    process. Ignored by JAX environments."""
     env_overrides: tuple[str, ...] = ()
     """Playground task config overrides, KEY=VALUE with dotted keys and VALUE read as JSON
     (e.g. push_config.enable=false); the *-humanoid-* presets turn off random pushes, as REPPO did."""
@@ -237,6 +242,11 @@ class TrainConfig:
         for item in self.env_overrides:
             if not item.partition("=")[0].strip() or "=" not in item:
                 errors.append(f"--env-overrides: {item!r} is not KEY=VALUE")
+        if self.host_workers < 0:
+            errors.append(f"--host-workers must be >= 0 (got {self.host_workers})")
+        if self.env.startswith(HOST_PREFIXES) and (self.num_processes or 1) > 1:
+            errors.append(f"{self.env} is a host environment (stepped outside JAX): multi-process runs "
+                          "(--num-processes > 1) are not supported for it")
         if self.env_overrides and not self.env.startswith("playground/"):
             errors.append(f"--env-overrides apply to playground/* tasks only (env is {self.env})")
         # each algorithm's sections validate themselves (diffrl.algos.ALGORITHM_SECTIONS); the

@@ -371,6 +371,9 @@ def default_preset(algo: str, env: str) -> str | None:
         ("ppo", "toy"): "ppo-toy",
         ("reppo", "playground"): "reppo-dmc-cpu",
         ("reppo", "brax"): "reppo-dmc-cpu",
+        # dm_control's own suite (host environments): the same tasks as Playground's DM Control port
+        ("ppo", "dmc"): "ppo-dmc-cpu",
+        ("reppo", "dmc"): "reppo-dmc-cpu",
         ("reppo", "gymnax"): "reppo-gymnax",
         ("reppo", "toy"): "reppo-toy",
         ("ppo", "humanoid"): "ppo-humanoid-cpu",

@@ -11,6 +11,9 @@ at import, so a process cannot switch after EGL failed; instead the same states 
 rendered in a child process with ``MUJOCO_GL=osmesa`` (needs ``libosmesa6``). If both
 fail, the error says what to install.
 
+Host environments (dm_control, ``dmc/``) are stepped in this process and rendered by their own
+``physics.render`` (:func:`render_host_rollout`).
+
 Videos: GIF via Pillow (always available); MP4 via mediapy when ffmpeg is found (system
 ``ffmpeg`` or the ``imageio-ffmpeg`` package), else a clear error.
 """
@@ -183,9 +186,42 @@ def render_rollout(env_name: str, act_fn: Callable, key, num_steps: int, height:
     episode). ``act_fn(obs, key) -> action in [-1, 1]`` sees raw observations.
     Raises :class:`NoRendererError` for tasks without a MuJoCo model (gymnax, toy).
     """
+    from diffrl.envs.host_registry import is_host_env
+
+    if is_host_env(env_name):
+        return render_host_rollout(env_name, act_fn, key, num_steps, height, width, episodes, camera,
+                                   episode_length)
     mj_model, trajectories = rollout_states(env_name, act_fn, key, num_steps, episodes,
                                             episode_length, **env_kwargs)
     return render_states(mj_model, trajectories, height, width, camera)
+
+
+def render_host_rollout(env_name: str, act_fn: Callable, key, num_steps: int, height: int = 240,
+                        width: int = 320, episodes: int = 1, camera: int | str = -1,
+                        episode_length: int | None = None) -> list[np.ndarray]:
+    """:func:`render_rollout` for a host environment (dm_control): stepped in this process and
+    rendered by its own ``physics.render``; episode ``k`` starts from seed ``k``."""
+    import jax
+    import jax.numpy as jnp
+
+    from diffrl.envs.host import native_action
+    from diffrl.envs.host_registry import single_env_factory
+
+    env = single_env_factory(env_name)()
+    low, high = np.asarray(env.spec.action_low, np.float32), np.asarray(env.spec.action_high, np.float32)
+    limit = episode_length or env.spec.episode_length
+    frames = []
+    for episode in range(episodes):
+        obs = env.reset(episode)
+        frames.append(np.asarray(env.physics.render(height, width, camera_id=camera)))
+        for t in range(min(num_steps, limit)):
+            key, key_act = jax.random.split(key)
+            action = np.asarray(act_fn(jnp.asarray(obs), key_act), np.float32)
+            obs, _, terminated, truncated = env.step(native_action(action, low, high))
+            frames.append(np.asarray(env.physics.render(height, width, camera_id=camera)))
+            if terminated or truncated:
+                break
+    return frames
 
 
 # ----------------------------------------------------------------------------- writing

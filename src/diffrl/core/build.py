@@ -53,20 +53,33 @@ def make_algorithm(config: TrainConfig, spec):
 
 
 def build(config: TrainConfig):
-    """Validate, then build. Returns (train_env, algo, eval_env), both envs batched."""
+    """Validate, then build. Returns (train_env, algo, eval_env), both envs batched; for a host
+    environment (``dmc/``) both are one :class:`~diffrl.envs.host_registry.HostEnvMaker`."""
     from diffrl.core.evaluate import wrap_for_eval
     from diffrl.envs.wrappers import wrap
-    from diffrl.policies.base import renamed_sampler_note
 
     config.validate()
     base = make_base_env(config)
     episode_length = config.episode_length or base.spec.episode_length
+    from diffrl.envs.host_registry import host_env_maker, is_host_env
+
+    if is_host_env(config.env):  # stepped outside JAX: batches are built by diffrl.core.host_loop
+        env = host_env_maker(config.env, base.spec, episode_length, config.host_workers)
+        algo = make_algorithm(config, env.spec)
+        _check_samplers(config, algo)
+        return env, algo, env
     env = wrap(base, episode_length=episode_length)
     eval_env = wrap_for_eval(base, episode_length=episode_length)
     algo = make_algorithm(config, env.spec)
+    _check_samplers(config, algo)
+    return env, algo, eval_env
+
+
+def _check_samplers(config: TrainConfig, algo) -> None:
+    from diffrl.policies.base import renamed_sampler_note
+
     for sampler in config.eval_samplers:
         if sampler not in algo.samplers:
             raise ConfigError(f"--eval-samplers: {sampler!r} is not offered by {config.algo} "
                               f"(available: {', '.join(algo.samplers)})"
                               + renamed_sampler_note([sampler], algo.policy))
-    return env, algo, eval_env

@@ -69,7 +69,6 @@ def make_components(config, env, algo: Algorithm) -> Components:
 
     spec: EnvSpec = env.spec
     num_envs, num_steps = config.num_envs, config.num_steps
-    norm_on = config.normalize_obs
     episode_length = config.episode_length or spec.episode_length
 
     def init(key: jax.Array) -> TrainState:
@@ -95,17 +94,8 @@ def make_components(config, env, algo: Algorithm) -> Components:
             critic_obs = normalise_obs(ts.critic_obs_stats, env_state.critic_obs, config)
             action, aux = algo.act(ts.algo, obs, key_step)
             nxt = shard_env_axis(env.step(env_state, action))
-            transition = Rollout(
-                obs=obs,
-                critic_obs=critic_obs,
-                action=action,
-                reward=nxt.reward * config.reward_scale,
-                terminated=nxt.terminated,
-                truncated=nxt.truncated,
-                next_obs=normalise_obs(ts.obs_stats, nxt.final_obs, config),
-                next_critic_obs=normalise_obs(ts.critic_obs_stats, nxt.final_critic_obs, config),
-                policy_aux=aux,
-            )
+            transition = make_transition(ts, config, obs, critic_obs, action, aux, nxt.reward, nxt.terminated,
+                                         nxt.truncated, nxt.final_obs, nxt.final_critic_obs)
             episode = (nxt.info["returned_episode"], nxt.info["returned_episode_return"],
                        nxt.info["returned_episode_length"])
             raw = (env_state.obs, env_state.critic_obs, nxt.reward)
@@ -117,36 +107,65 @@ def make_components(config, env, algo: Algorithm) -> Components:
 
     def iteration(ts: TrainState) -> tuple[TrainState, dict]:
         key, key_rollout, key_update = jax.random.split(ts.key, 3)
-        env_state, batch, (ended, ep_return, ep_length), (raw_obs, raw_cobs, raw_rew) = rollout(ts, key_rollout)
-        obs_stats, critic_stats = ts.obs_stats, ts.critic_obs_stats
-        if norm_on:
-            obs_stats = update_stats(obs_stats, raw_obs)
-            critic_stats = update_stats(critic_stats, raw_cobs)
-        algo_state, metrics = algo.update(ts.algo, batch, key_update)
-        n_ended = jnp.sum(ended)
-        metrics = dict(metrics)
-        metrics["train/episode_return"] = jnp.sum(jnp.where(ended, ep_return, 0.0)) / jnp.maximum(n_ended, 1)
-        metrics["train/episode_length"] = jnp.sum(jnp.where(ended, ep_length, 0)) / jnp.maximum(n_ended, 1)
-        metrics["train/episodes"] = n_ended.astype(jnp.float32)
-        metrics["train/reward"] = jnp.mean(raw_rew)
-        if config.check_finite:
-            finite = {
-                "observations": _tree_all_finite((raw_obs, raw_cobs)),
-                "rewards": _tree_all_finite(raw_rew),
-                "losses": _tree_all_finite({k: v for k, v in metrics.items()}),
-                "parameters": _tree_all_finite(algo_state),
-            }
-            for where, ok in finite.items():
-                metrics[f"nonfinite/{where}"] = jnp.logical_not(ok).astype(jnp.float32)
-        new = TrainState(algo=algo_state, obs_stats=obs_stats, critic_obs_stats=critic_stats,
-                         env_state=env_state, key=key, iteration=ts.iteration + 1)
-        return new, metrics
+        env_state, batch, episode, raw = rollout(ts, key_rollout)
+        return finish_iteration(config, algo, ts, key, key_update, env_state, batch, episode, raw)
 
     def chunk(ts: TrainState) -> tuple[TrainState, dict]:
         """``iterations_per_chunk`` iterations; metrics stacked along a leading axis."""
         return jax.lax.scan(lambda s, _: iteration(s), ts, None, length=config.iterations_per_chunk)
 
     return Components(init=init, rollout=rollout, iteration=iteration, chunk=chunk, spec=spec)
+
+
+def make_transition(ts: TrainState, config, obs, critic_obs, action, aux, reward, terminated, truncated,
+                    final_obs, final_critic_obs) -> Rollout:
+    """The learner's view of transitions (any leading axes): ``obs``/``critic_obs`` already
+    normalised (what the policy acted on), the raw ``final_obs`` normalised with the same
+    statistics, the reward scaled. Shared by the JAX rollout and the host loop."""
+    return Rollout(
+        obs=obs,
+        critic_obs=critic_obs,
+        action=action,
+        reward=reward * config.reward_scale,
+        terminated=terminated,
+        truncated=truncated,
+        next_obs=normalise_obs(ts.obs_stats, final_obs, config),
+        next_critic_obs=normalise_obs(ts.critic_obs_stats, final_critic_obs, config),
+        policy_aux=aux,
+    )
+
+
+def finish_iteration(config, algo: Algorithm, ts: TrainState, key, key_update, env_state, batch: Rollout,
+                     episode: tuple, raw: tuple) -> tuple[TrainState, dict]:
+    """After a rollout: update the normalisers and the algorithm, report metrics.
+
+    episode: ``(ended, return, length)`` (T, B) of the episodes that ended; raw: the unnormalised
+    ``(obs, critic_obs, reward)`` (T, B, ...) the rollout acted on. Shared by the JAX loop and the
+    host loop (``diffrl.core.host_loop``), so both learn identically from the same transitions."""
+    (ended, ep_return, ep_length), (raw_obs, raw_cobs, raw_rew) = episode, raw
+    obs_stats, critic_stats = ts.obs_stats, ts.critic_obs_stats
+    if config.normalize_obs:
+        obs_stats = update_stats(obs_stats, raw_obs)
+        critic_stats = update_stats(critic_stats, raw_cobs)
+    algo_state, metrics = algo.update(ts.algo, batch, key_update)
+    n_ended = jnp.sum(ended)
+    metrics = dict(metrics)
+    metrics["train/episode_return"] = jnp.sum(jnp.where(ended, ep_return, 0.0)) / jnp.maximum(n_ended, 1)
+    metrics["train/episode_length"] = jnp.sum(jnp.where(ended, ep_length, 0)) / jnp.maximum(n_ended, 1)
+    metrics["train/episodes"] = n_ended.astype(jnp.float32)
+    metrics["train/reward"] = jnp.mean(raw_rew)
+    if config.check_finite:
+        finite = {
+            "observations": _tree_all_finite((raw_obs, raw_cobs)),
+            "rewards": _tree_all_finite(raw_rew),
+            "losses": _tree_all_finite({k: v for k, v in metrics.items()}),
+            "parameters": _tree_all_finite(algo_state),
+        }
+        for where, ok in finite.items():
+            metrics[f"nonfinite/{where}"] = jnp.logical_not(ok).astype(jnp.float32)
+    new = TrainState(algo=algo_state, obs_stats=obs_stats, critic_obs_stats=critic_stats,
+                     env_state=env_state, key=key, iteration=ts.iteration + 1)
+    return new, metrics
 
 
 def make_train(config) -> Callable[[jax.Array], tuple[TrainState, dict]]:

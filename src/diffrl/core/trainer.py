@@ -86,8 +86,17 @@ class Trainer:
         self.env, self.algo, self.eval_env = build(config)  # validates first (device count included)
         self.mesh = make_mesh(config.num_devices)
         self.is_main = jax.process_index() == 0
-        self.components = make_components(config, self.env, self.algo)
-        self.evaluate = make_evaluate(config, self.eval_env, self.algo)
+        from diffrl.envs.host_registry import is_host_env
+
+        self.host = is_host_env(config.env)  # stepped outside JAX: diffrl.core.host_loop
+        if self.host:
+            from diffrl.core.host_loop import HostComponents
+
+            self.components = HostComponents(config, self.env, self.algo)
+            self.evaluate = self.components.evaluate
+        else:
+            self.components = make_components(config, self.env, self.algo)
+            self.evaluate = make_evaluate(config, self.eval_env, self.algo)
         self.samplers = tuple(config.eval_samplers) or (self.algo.samplers[0],)
         if config.resume:
             self.run_dir = Path(config.resume)
@@ -109,6 +118,8 @@ class Trainer:
         return jax.device_put(np.asarray(x), NamedSharding(self.mesh, P()))
 
     def _compile(self, keys):
+        if self.host:
+            return self._start_host(keys)
         t0 = time.perf_counter()
         keys = self._replicated(keys)
         self.shardings = state_shardings(jax.eval_shape(jax.vmap(self.components.init), keys), self.mesh, True)
@@ -123,6 +134,16 @@ class Trainer:
         t_chunk = time.perf_counter() - t0
         evaluate = jax.jit(jax.vmap(self.evaluate, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
         return state, chunk, evaluate, {"compile/init_s": t_init, "compile/chunk_s": t_chunk}
+
+    def _start_host(self, keys):
+        """Host environments: start the workers and build the state; the act and update functions
+        compile on their first call (inside the first chunk and evaluation)."""
+        t0 = time.perf_counter()
+        state = self.components.init(self._replicated(keys))
+        jax.block_until_ready(state)
+        self.shardings = jax.tree.map(lambda _: NamedSharding(self.mesh, P()), state)
+        return state, self.components.chunk, self.evaluate, {"compile/init_s": time.perf_counter() - t0,
+                                                             "compile/chunk_s": 0.0}
 
     def _eval(self, evaluate, state: TrainState, key) -> dict:
         row = {}
@@ -182,6 +203,8 @@ class Trainer:
             wait_for_all_processes("diffrl-run-finished")
             return summary
         finally:
+            if self.host:  # stop the simulator workers
+                self.components.close()
             progress.close()
             logger.close()
             for sig, handler in previous.items():

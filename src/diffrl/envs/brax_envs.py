@@ -63,6 +63,9 @@ class BraxEnv:
         import_mjx_quietly()
         from brax import envs  # lazy: slow import
 
+        from diffrl.envs.compat import patch_brax_fluid_clip
+
+        patch_brax_fluid_clip()  # swimmer's fluid model; see diffrl.envs.compat
         self.env = envs.get_environment(task, backend=backend, **kwargs)
         self.backend = backend
         n = int(self.env.action_size)

