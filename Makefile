@@ -10,7 +10,7 @@ STAMP := $(VENV)/.diffrl-installed
 TRAIN_ARGS ?= --algo trudi --env playground/CartpoleBalance --total-env-steps 327680 --num-evals 8
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-dmc train test render-deps clean-venv
+.PHONY: setup setup-host train test render-deps clean-venv
 
 setup: $(STAMP)
 
@@ -27,13 +27,14 @@ $(STAMP): pyproject.toml requirements.lock
 	@$(MAKE) --no-print-directory render-deps
 	touch $(STAMP)
 
-# The dmc extra (dm_control as host environments, dmc/<domain>-<task>): not needed by `make train`.
-DMC_STAMP := $(VENV)/.diffrl-dmc-installed
-setup-dmc: $(DMC_STAMP)
+# The host-environment extras (dm_control's dmc/<domain>-<task>, gymnasium's gym/<Id>, stepped outside
+# JAX): not needed by `make train`.
+HOST_STAMP := $(VENV)/.diffrl-host-installed
+setup-host: $(HOST_STAMP)
 
-$(DMC_STAMP): $(STAMP) requirements-dmc.lock
-	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements-dmc.lock -c requirements.lock
-	touch $(DMC_STAMP)
+$(HOST_STAMP): $(STAMP) requirements-host.lock
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements-host.lock -c requirements.lock
+	touch $(HOST_STAMP)
 
 # Headless video (diffrl eval --video) renders with MuJoCo through EGL (OSMesa as fallback).
 # Best effort: installs the system libraries when they are missing and apt-get is usable.
@@ -50,7 +51,7 @@ train: setup
 
 # Two pytest workers (pytest-xdist): the suite is dominated by compiling and by small
 # single-threaded training programs, so two processes keep both CPU cores busy.
-test: setup setup-dmc
+test: setup setup-host
 	JAX_PLATFORMS=cpu MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --dist worksteal $(PYTEST_ARGS)
 
 clean-venv:

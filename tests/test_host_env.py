@@ -263,3 +263,23 @@ def test_video_of_a_dm_control_task():
                             num_steps=3, height=48, width=64)
     assert len(frames) == 4 and frames[0].shape == (48, 64, 3) and frames[0].dtype == np.uint8
     assert frames[0].std() > 0  # not a blank image
+
+
+def test_gymnasium_tasks_through_the_batch():
+    """gym/HalfCheetah-v5 (MuJoCo v5): sizes, reproducible episodes, gymnasium's own time limit kept
+    as a truncation (Reacher-v5: 50 steps) when the batch's limit is longer."""
+    from diffrl.envs import registry
+    from diffrl.envs.gymnasium_env import GymnasiumHostEnv
+    from diffrl.envs.host_registry import single_env_factory
+
+    env = registry.make("gym/HalfCheetah-v5")
+    assert (env.spec.obs_size, env.spec.action_size, env.spec.episode_length) == (17, 6, 1000)
+    np.testing.assert_array_equal(env.reset(4), env.reset(4))
+    vec = SerialVecEnv(single_env_factory("gym/Reacher-v5"), 2, episode_length=80)
+    vec.reset(seed=0, spread_counters=False)
+    ends = [vec.step(np.zeros((2, 2))) for _ in range(50)][-1]
+    assert ends.truncated.all() and not ends.terminated.any() and np.all(ends.episode_length == 50)
+    with pytest.raises(ValueError, match="Box"):
+        import gymnasium as gym
+
+        GymnasiumHostEnv(gym.make("CartPole-v1"), name="gym/CartPole")

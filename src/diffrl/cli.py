@@ -119,7 +119,7 @@ def _run_training(config) -> int:
 def cmd_envs(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="diffrl envs", description="List environments with their sizes.")
     p.add_argument("--names-only", action="store_true", help="print names without loading simulators")
-    p.add_argument("--suite", default=None, help="only this suite (playground, brax, gymnax, toy, dmc)")
+    p.add_argument("--suite", default=None, help="only this suite (playground, brax, gymnax, toy, dmc, gym)")
     args = p.parse_args(argv)
     from diffrl.envs import registry
 

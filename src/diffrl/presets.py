@@ -374,6 +374,9 @@ def default_preset(algo: str, env: str) -> str | None:
         # dm_control's own suite (host environments): the same tasks as Playground's DM Control port
         ("ppo", "dmc"): "ppo-dmc-cpu",
         ("reppo", "dmc"): "reppo-dmc-cpu",
+        # gymnasium's MuJoCo tasks (host environments): the CPU-sized MuJoCo-control presets
+        ("ppo", "gym"): "ppo-dmc-cpu",
+        ("reppo", "gym"): "reppo-dmc-cpu",
         ("reppo", "gymnax"): "reppo-gymnax",
         ("reppo", "toy"): "reppo-toy",
         ("ppo", "humanoid"): "ppo-humanoid-cpu",

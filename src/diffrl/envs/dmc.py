@@ -59,7 +59,7 @@ def _import_suite():
         raise DmControlMissing(
             f"dmc/ tasks need dm_control, which is not installed ({e}). Install the extra: "
             f"`pip install 'diffrl[{EXTRA}]'` (dm_control==1.0.50 with mujoco==3.17.0), or run "
-            "`make setup-dmc`.") from None
+            "`make setup-host`.") from None
     return suite
 
 

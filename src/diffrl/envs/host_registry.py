@@ -13,7 +13,7 @@ from typing import Callable
 
 from diffrl.envs.base import EnvSpec
 
-HOST_PREFIXES: tuple[str, ...] = ("dmc/",)
+HOST_PREFIXES: tuple[str, ...] = ("dmc/", "gym/")
 """Suites of host environments."""
 
 
@@ -27,10 +27,18 @@ def _make_dmc(task: str):
     return DmControlEnv(task)
 
 
+def _make_gym(task: str):
+    from diffrl.envs.gymnasium_env import GymnasiumHostEnv
+
+    return GymnasiumHostEnv(task)
+
+
 def single_env_factory(name: str) -> Callable[[], object]:
     """A picklable ``() -> HostEnv`` for ``name`` (worker processes build their own envs with it)."""
     if name.startswith("dmc/"):
         return functools.partial(_make_dmc, name.split("/", 1)[1])
+    if name.startswith("gym/"):
+        return functools.partial(_make_gym, name.split("/", 1)[1])
     raise ValueError(f"{name!r} is not a host environment (suites: {', '.join(HOST_PREFIXES)})")
 
 

@@ -1,8 +1,8 @@
 """Environments by name: ``make("playground/CartpoleSwingup")``.
 
 Names are ``<suite>/<task>`` with suites ``playground`` (MuJoCo Playground DM Control
-Suite and locomotion), ``brax``, ``gymnax``, ``toy`` and ``dmc`` (dm_control, a host suite: stepped
-outside JAX, ``diffrl.envs.host``); users add their own with :func:`register`.
+Suite and locomotion), ``brax``, ``gymnax``, ``toy``, and the host suites ``dmc`` (dm_control) and ``gym``
+(gymnasium), stepped outside JAX (``diffrl.envs.host``); users add their own with :func:`register`.
 ``make`` returns the bare, unbatched env (wrap it with
 :func:`diffrl.envs.wrappers.wrap` for training; a ``dmc/`` name gives one host env). Listing names imports no simulator;
 the suite's library is imported only when one of its envs is made.
@@ -15,6 +15,7 @@ from typing import Callable
 from diffrl.envs.base import Env, EnvSpec
 from diffrl.envs.brax_envs import BRAX_ENVS
 from diffrl.envs.dmc import DMC_TASKS
+from diffrl.envs.gymnasium_env import GYM_TASKS
 from diffrl.envs.gymnax_envs import GYMNAX_ENVS
 from diffrl.envs.playground import DMC_ENVS, LOCOMOTION_ENVS, MANIPULATION_ENVS
 
@@ -74,6 +75,7 @@ def _builtin() -> dict[str, EnvFactory]:
     table.update({f"brax/{t}": _brax(t) for t in BRAX_ENVS})
     table.update({f"gymnax/{t}": _gymnax(t) for t in GYMNAX_ENVS})
     table.update({f"dmc/{t}": _host(f"dmc/{t}") for t in DMC_TASKS})
+    table.update({f"gym/{t}": _host(f"gym/{t}") for t in GYM_TASKS})
     table["toy/MirrorGoals"] = _toy("MirrorGoals")
     table["toy/BimodalBandit"] = _toy("BimodalBandit")
     table["toy/OctahedronGoals"] = _toy("OctahedronGoals")
