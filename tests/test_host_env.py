@@ -258,10 +258,11 @@ def test_train_and_resume_on_dm_control(tmp_path):
     assert 0 < rows[-1]["eval/episode_return"] <= 40  # dm_control rewards are in [0, 1]; 40-step episodes
 
 
-def test_video_of_a_dm_control_task():
+@pytest.mark.parametrize("name, act", [("dmc/cartpole-balance", 1), ("gym/HalfCheetah-v5", 6)])
+def test_video_of_a_host_task(name, act):
     from diffrl.video import render_rollout
 
-    frames = render_rollout("dmc/cartpole-balance", lambda obs, key: jnp.zeros(1), jax.random.PRNGKey(0),
+    frames = render_rollout(name, lambda obs, key: jnp.zeros(act), jax.random.PRNGKey(0),
                             num_steps=3, height=48, width=64)
     assert len(frames) == 4 and frames[0].shape == (48, 64, 3) and frames[0].dtype == np.uint8
     assert frames[0].std() > 0  # not a blank image

@@ -199,8 +199,9 @@ def render_rollout(env_name: str, act_fn: Callable, key, num_steps: int, height:
 def render_host_rollout(env_name: str, act_fn: Callable, key, num_steps: int, height: int = 240,
                         width: int = 320, episodes: int = 1, camera: int | str = -1,
                         episode_length: int | None = None) -> list[np.ndarray]:
-    """:func:`render_rollout` for a host environment (dm_control): stepped in this process and
-    rendered by its own ``physics.render``; episode ``k`` starts from seed ``k``."""
+    """:func:`render_rollout` for a host environment, stepped in this process: dm_control tasks are
+    drawn by their own ``physics.render``, gymnasium MuJoCo tasks by ``mujoco.Renderer`` on their model
+    and data; episode ``k`` starts from seed ``k``."""
     import jax
     import jax.numpy as jnp
 
@@ -208,20 +209,44 @@ def render_host_rollout(env_name: str, act_fn: Callable, key, num_steps: int, he
     from diffrl.envs.host_registry import single_env_factory
 
     env = single_env_factory(env_name)()
+    draw = _host_drawer(env, env_name, height, width, camera)
     low, high = np.asarray(env.spec.action_low, np.float32), np.asarray(env.spec.action_high, np.float32)
     limit = episode_length or env.spec.episode_length
     frames = []
     for episode in range(episodes):
         obs = env.reset(episode)
-        frames.append(np.asarray(env.physics.render(height, width, camera_id=camera)))
+        frames.append(draw())
         for t in range(min(num_steps, limit)):
             key, key_act = jax.random.split(key)
             action = np.asarray(act_fn(jnp.asarray(obs), key_act), np.float32)
             obs, _, terminated, truncated = env.step(native_action(action, low, high))
-            frames.append(np.asarray(env.physics.render(height, width, camera_id=camera)))
+            frames.append(draw())
             if terminated or truncated:
                 break
     return frames
+
+
+def _host_drawer(env, env_name: str, height: int, width: int, camera) -> Callable[[], np.ndarray]:
+    """``() -> (H, W, 3) uint8`` frame of a host env's current state."""
+    if hasattr(env, "physics"):  # dm_control
+        return lambda: np.asarray(env.physics.render(height, width, camera_id=camera))
+    inner = getattr(getattr(env, "env", None), "unwrapped", None)
+    if inner is not None and hasattr(inner, "model") and hasattr(inner, "data"):  # gymnasium MuJoCo
+        import mujoco
+
+        renderer = mujoco.Renderer(inner.model, height, width)
+        view = camera
+        if camera == -1:  # a camera following the robot's root body (the free camera frames the whole floor)
+            view = mujoco.MjvCamera()
+            view.type, view.trackbodyid = mujoco.mjtCamera.mjCAMERA_TRACKING, 1
+            view.distance, view.elevation, view.azimuth = 3.5, -20.0, 90.0
+
+        def draw():
+            renderer.update_scene(inner.data, camera=view)
+            return np.asarray(renderer.render())
+
+        return draw
+    raise NoRendererError(f"{env_name} has no MuJoCo model to render")
 
 
 # ----------------------------------------------------------------------------- writing
