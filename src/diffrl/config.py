@@ -18,7 +18,7 @@ from diffrl.algos.ppo_config import PPOConfig
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
 from diffrl.envs.playground import PHYSICS_IMPLS
-from diffrl.envs.host_registry import HOST_PREFIXES
+from diffrl.envs.host_registry import is_host_env
 from diffrl.policies.adjoint import AdjointPolicyConfig
 from diffrl.policies.diffusion import RENAMED_SAMPLERS, DiffusionPolicyConfig
 from diffrl.policies.flow import FlowPolicyConfig
@@ -244,7 +244,7 @@ class TrainConfig:
                 errors.append(f"--env-overrides: {item!r} is not KEY=VALUE")
         if self.host_workers < 0:
             errors.append(f"--host-workers must be >= 0 (got {self.host_workers})")
-        if self.env.startswith(HOST_PREFIXES) and (self.num_processes or 1) > 1:
+        if is_host_env(self.env) and (self.num_processes or 1) > 1:
             errors.append(f"{self.env} is a host environment (stepped outside JAX): multi-process runs "
                           "(--num-processes > 1) are not supported for it")
         if self.env_overrides and not self.env.startswith("playground/"):

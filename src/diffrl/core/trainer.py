@@ -141,7 +141,7 @@ class Trainer:
         t0 = time.perf_counter()
         state = self.components.init(self._replicated(keys))
         jax.block_until_ready(state)
-        self.shardings = jax.tree.map(lambda _: NamedSharding(self.mesh, P()), state)
+        self.shardings = state_shardings(state, self.mesh, True)  # env_state is None: all replicated
         return state, self.components.chunk, self.evaluate, {"compile/init_s": time.perf_counter() - t0,
                                                              "compile/chunk_s": 0.0}
 

@@ -192,10 +192,13 @@ class SerialVecEnv:
                 close()
 
 
-def _worker(pipe, make_env, first_index: int, count: int, episode_length: int) -> None:
-    """Worker process: owns envs ``first_index .. first_index + count - 1`` of the batch."""
+def _worker(pipe, make_env, first_index: int, count: int, episode_length: int | None) -> None:
+    """Worker process: owns envs ``first_index .. first_index + count - 1`` of the batch (time limit
+    ``episode_length``, or the env's own when None)."""
     try:
-        slots = [_Slot(make_env(), first_index + i, episode_length) for i in range(count)]
+        envs = [make_env() for _ in range(count)]
+        length = episode_length or envs[0].spec.episode_length
+        slots = [_Slot(env, first_index + i, length) for i, env in enumerate(envs)]
         pipe.send(("ready", slots[0].env.spec))
         while True:
             command, payload = pipe.recv()
@@ -232,12 +235,11 @@ class ProcessVecEnv:
             raise ValueError(f"num_workers must be in [1, num_envs={num_envs}] (got {num_workers})")
         context = mp.get_context("spawn")
         sizes = [num_envs // num_workers + (w < num_envs % num_workers) for w in range(num_workers)]
-        probe = None if episode_length else make_env()
-        length = episode_length or probe.spec.episode_length
         self._pipes, self._procs, first = [], [], 0
         for size in sizes:
             parent, child = context.Pipe()
-            proc = context.Process(target=_worker, args=(child, make_env, first, size, length), daemon=True)
+            proc = context.Process(target=_worker, args=(child, make_env, first, size, episode_length),
+                                   daemon=True)
             proc.start()
             child.close()
             self._pipes.append(parent)
@@ -245,7 +247,7 @@ class ProcessVecEnv:
             first += size
         self._sizes = sizes
         spec = [self._receive(p) for p in self._pipes][0]
-        self.num_envs, self.spec = num_envs, batch_spec(spec, length)
+        self.num_envs, self.spec = num_envs, batch_spec(spec, episode_length or spec.episode_length)
 
     def _receive(self, pipe):
         try:

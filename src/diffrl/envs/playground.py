@@ -130,15 +130,16 @@ class PlaygroundEnv:
         from mujoco_playground import registry  # lazy: slow import
 
         overrides = {"impl": physics_impl, **(config_overrides or {})}
-        # Overrides are checked on a copy of the default config first, so that only their own errors
-        # (ml_collections: unknown key or wrong type) are reported as such; an error while building
-        # the task is reported as that, with its real type and message.
+        # The overrides are applied to the task's default config before building, so that only their
+        # own errors (ml_collections: unknown key or wrong type) are reported as such; an error while
+        # building the task is reported as that, with its real type and message.
+        config = registry.get_default_config(task)
         try:
-            registry.get_default_config(task).update_from_flattened_dict(overrides)
+            config.update_from_flattened_dict(overrides)
         except (KeyError, AttributeError, TypeError, ValueError) as e:
             raise ValueError(f"playground/{task}: invalid config override in {overrides}: {e}") from None
         try:
-            self.env = registry.load(task, config_overrides=overrides)
+            self.env = registry.load(task, config=config)
         except MenagerieMissing:
             raise
         except Exception as e:
