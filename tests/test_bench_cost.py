@@ -7,6 +7,7 @@ import pytest
 
 from diffrl import bench_cost
 from diffrl.cli import main
+from multiseed import long_only
 
 TINY = ["--env", "toy/MirrorGoals", "--num-envs", "8", "--num-steps", "4", "--repeats", "2",
         "--set", "reppo.num_minibatches=2", "--set", "reppo.num_epochs=1", "--set", "critic.hidden=32",
@@ -26,6 +27,7 @@ TINY = ["--env", "toy/MirrorGoals", "--num-envs", "8", "--num-steps", "4", "--re
     (["--set", "reppo.no_such_field=1"], "--set reppo.no_such_field: unknown field"),
     (["--num-envs", "9", "--num-steps", "3"], "must divide the batch"),
     (["--preset", "dmc-tiny"], "unknown preset 'reppo-dmc-tiny'"),
+    (["--setting", "off-policy", "--algos", "trudi"], "'trudi' is not an algorithm of the off-policy setting"),
 ])
 def test_bad_input_refused_before_compiling(args, message, tmp_path, capsys, monkeypatch):
     def never(*a, **k):
@@ -130,3 +132,25 @@ def test_memory_only_compiles_from_shapes_and_runs_nothing(tmp_path, monkeypatch
     assert (rows["amdp-backprop"]["memory"]["update_compiled"]["peak_estimate_bytes"]
             > rows["reppo"]["memory"]["update_compiled"]["peak_estimate_bytes"])
     assert "Policy parameters" in out.with_suffix(".md").read_text()
+
+
+@long_only("compiles three off-policy contenders (~40 s); the parsing of --setting is checked in CI above")
+def test_off_policy_setting_times_the_replay_algorithms_against_sac(tmp_path, capsys):
+    """--setting off-policy: SAC the baseline, dime-off and amdp-off at each N, each timed update a
+    real learning phase (learning_starts 0: utd x batch gradient steps on the buffer)."""
+    out = tmp_path / "cost.json"
+    off = ["--set", "offpolicy.critic_hidden=(16,)", "--set", "offpolicy.num_bins=11", "--set",
+           "offpolicy.batch_size=16", "--set", "offpolicy.utd=0.25"]
+    rc = main(["bench", "cost", "--setting", "off-policy", "--diffusion-steps", "2"] + TINY + off
+              + ["--repeats", "1", "--warmup", "0", "--json", str(out)])
+    assert rc == 0
+    record = json.loads(out.read_text())
+    rows = {(r["algo"], r["diffusion_steps"]): r for r in record["results"]}
+    assert set(rows) == {("sac", 2), ("dime-off", 2), ("amdp-off", 2)}
+    assert all(r["status"] == "ok" for r in rows.values())
+    assert record["configs"]["amdp-off@N=2"]["offpolicy"]["learning_starts"] == 0
+    assert record["configs"]["dime-off@N=2"]["diffusion"]["num_steps"] == 2
+    assert {"amdp-off/sac", "dime-off/sac", "dime-off/amdp-off"} <= set(record["ratios"][0])
+    table = (tmp_path / "cost.md").read_text()
+    assert table.startswith("# Compute cost of the diffusion actors relative to SAC")
+    assert "AMDP-off/SAC" in table

@@ -26,6 +26,7 @@ SRC = str(Path(__file__).resolve().parent.parent / "src")
 RUN = textwrap.dedent("""
     import json, sys
     import jax, numpy as np
+    from diffrl.algos.offpolicy_config import OffPolicyConfig
     from diffrl.algos.ppo_config import PPOConfig
     from diffrl.algos.reppo_config import REPPOConfig
     from diffrl.config import TrainConfig
@@ -45,7 +46,10 @@ RUN = textwrap.dedent("""
             ppo=PPOConfig(num_minibatches=4, num_epochs=2),
             reppo=REPPOConfig(num_minibatches=4, num_epochs=2),
             diffusion=DiffusionPolicyConfig(hidden=(16, 16), num_steps=4),
-            adjoint=AdjointPolicyConfig(hidden=(16, 16), num_steps=4)))[0]
+            adjoint=AdjointPolicyConfig(hidden=(16, 16), num_steps=4),
+            **({"normalize_obs": False, "offpolicy": OffPolicyConfig(
+                buffer_size=256, learning_starts=8, batch_size=16, utd=0.5, critic_hidden=(16,), num_bins=11)}
+               if algo.endswith("-off") else {})))[0]
 
     def train(algo, devices):
         cfg = config(algo, devices)
@@ -78,7 +82,9 @@ def run_python(code: str, env_extra: dict | None = None, timeout: int = 300) -> 
     # Gaussian twins cost ~100 s of cold compiles and run in the long tier.
     pytest.param("ppo", marks=long_only("PPO's 1-vs-2-device parity (also checked across 2 processes)")),
     pytest.param("reppo", marks=long_only("REPPO's 1-vs-2-device parity (its update is TruDi's)")),
-    pytest.param("trudi", marks=pytest.mark.heavy(77)), pytest.param("amdp", marks=pytest.mark.heavy(45))])
+    pytest.param("trudi", marks=pytest.mark.heavy(77)), pytest.param("amdp", marks=pytest.mark.heavy(45)),
+    # the off-policy family: its replay buffer is split over the devices along the env axis
+    pytest.param("amdp-off", marks=pytest.mark.heavy(40))])
 def test_two_devices_match_one_device(algo):
     out = run_python(RUN + textwrap.dedent(f"""
         (initial, one), (_, two) = train({algo!r}, 1), train({algo!r}, 2)
@@ -89,11 +95,17 @@ def test_two_devices_match_one_device(algo):
         policy = lambda s: s.policy_params if hasattr(s, "policy_params") else s.actor_params
         moved = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
                     for a, b in zip(jax.tree.leaves(policy(one.algo)), jax.tree.leaves(policy(initial))))
+        buffer = getattr(two.algo, "buffer", None)
+        stored = None if buffer is None else sorted({{tuple(s.data.shape) for s in
+                                                      jax.tree.leaves(buffer.data)[0].addressable_shards}})
         print(json.dumps({{"diff": max(d / max(s, 1.0) for d, s in zip(diffs, scales)), "env": env,
-                          "moved": moved, "devices": len(two.env_state.obs.sharding.device_set)}}))
+                          "moved": moved, "devices": len(two.env_state.obs.sharding.device_set),
+                          "buffer_shards": stored}}))
     """))
     r = json.loads(out.strip().splitlines()[-1])
     assert r["devices"] == 2
+    if algo.endswith("-off"):  # (seeds, slots, envs / 2, ...) on each device
+        assert [shape[:3] for shape in r["buffer_shards"]] == [[2, 256 // 8, 4]], r
     assert r["moved"] > 1e-3, r  # training changed the policy, so the comparison means something
     # Same parameters to float rounding: the devices sum the batch means in another order. Measured
     # here after 16 SGD steps: 5e-7 (PPO) to 1.2e-6 (REPPO, TruDi, AMDP) relative; earlier hand checks
@@ -172,7 +184,8 @@ def test_two_processes_match_one_process(tmp_path):
     common = textwrap.dedent("""
         import json, sys
         import numpy as np
-        from diffrl.algos.ppo_config import PPOConfig
+        from diffrl.algos.offpolicy_config import OffPolicyConfig
+    from diffrl.algos.ppo_config import PPOConfig
         from diffrl.config import TrainConfig
         from diffrl.core.trainer import Trainer
         def cfg(**kw):

@@ -24,6 +24,9 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "diffrl.algos.amdp", "diffrl.policies.reference_sde", "diffrl.adjoint_matching",
         "diffrl.policies.adjoint")),
     ("PPO, SPO and FPO", ("diffrl.algos.ppo", "diffrl.policies.flow")),
+    ("Off-policy: SAC, DIME and AMDP on a replay buffer", (
+        "diffrl.algos.offpolicy", "diffrl.critics.crossq", "diffrl.replay", "diffrl.algos.offpolicy_config",
+        "diffrl.algos.offpolicy_presets")),
     ("Networks", ("diffrl.nets.mlp", "diffrl.nets.control")),
     ("Deployment", ("diffrl.deploy",)),
 )

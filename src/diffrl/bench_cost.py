@@ -32,13 +32,18 @@ from diffrl.config import ConfigError, TrainConfig
 
 ALGOS = ("reppo", "trudi", "amdp", "amdp-backprop")
 """The default contenders."""
+OFF_POLICY_ALGOS = ("sac", "dime-off", "amdp-off")
+"""``--setting off-policy``: the replay-buffer family, SAC the baseline (issue: AMDP's off-policy
+setting, whose update must stay flat in N while DIME's reverse-KL update grows)."""
+SETTINGS = {"on-policy": ("reppo", ALGOS), "off-policy": ("sac", OFF_POLICY_ALGOS)}
+"""setting -> (baseline of every ratio, default contenders)."""
 KNOWN_ALGOS = ALGOS + ("dime", "dppo", "ppo", "spo", "fpo")
 """Every algorithm ``--algos`` accepts: also on-policy DIME and DPPO (N steps like TruDi), the
 Gaussian PPO and SPO and the flow policy of FPO (no N: the same program re-timed in every group, as
 REPPO). The PPO family's presets run other batches than REPPO's: pass --num-envs/--num-steps."""
 BASELINE = "reppo"
 STEPS_CONFIG = {"trudi": "diffusion", "dime": "diffusion", "dppo": "diffusion", "amdp": "adjoint",
-                "amdp-backprop": "adjoint"}
+                "amdp-backprop": "adjoint", "dime-off": "diffusion", "amdp-off": "adjoint"}
 """Nested config holding each diffusion algorithm's number of steps N (``<prefix>.num_steps``)."""
 FLAG_OWNED = {"algo", "env", "num_envs", "num_steps", "diffusion.num_steps", "adjoint.num_steps"}
 
@@ -73,6 +78,12 @@ class CostRequest:
     memory_only: bool = False
     """Compile every program from shapes alone and record XLA's memory analysis; nothing is run
     (no parameters are allocated), so sizes far beyond this machine's memory can be measured."""
+    setting: str = "on-policy"
+    """on-policy (REPPO the baseline) or off-policy (SAC the baseline; dime-off, amdp-off)."""
+
+    @property
+    def baseline(self) -> str:
+        return SETTINGS[self.setting][0]
 
 
 def _csv(text: str, what: str) -> list[str]:
@@ -95,17 +106,22 @@ def parse_steps(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def parse_algos(text: str) -> tuple[str, ...]:
+def parse_algos(text: str, setting: str = "on-policy") -> tuple[str, ...]:
     import difflib
 
+    if setting not in SETTINGS:
+        raise ConfigError(f"--setting must be one of {', '.join(SETTINGS)} (got {setting!r})")
+    baseline, _ = SETTINGS[setting]
+    known = KNOWN_ALGOS if setting == "on-policy" else OFF_POLICY_ALGOS
     algos = []
     for name in _csv(text, "--algos"):
-        if name not in KNOWN_ALGOS:
-            near = difflib.get_close_matches(name, KNOWN_ALGOS, n=2, cutoff=0.4)
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=2, cutoff=0.4)
             hint = f"did you mean {', '.join(near)}? " if near else ""
-            raise ConfigError(f"--algos: unknown algorithm {name!r}; {hint}choose from {', '.join(KNOWN_ALGOS)}")
+            raise ConfigError(f"--algos: {name!r} is not an algorithm of the {setting} setting; {hint}"
+                              f"choose from {', '.join(known)}")
         algos.append(name)
-    return tuple(dict.fromkeys([BASELINE] + algos))
+    return tuple(dict.fromkeys([baseline] + algos))
 
 
 def _override(config: TrainConfig, item: str) -> TrainConfig:
@@ -140,6 +156,8 @@ def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainCon
         changes["num_steps"] = request.num_steps
     config = config.replace(**changes)
     config = config.replace(total_env_steps=config.batch_size)  # one iteration is what is timed
+    if algo in OFF_POLICY_ALGOS:  # the timed update must take its gradient steps, not wait for data
+        config = config.replace(offpolicy=dataclasses.replace(config.offpolicy, learning_starts=0))
     if algo in STEPS_CONFIG:
         prefix = STEPS_CONFIG[algo]
         config = config.replace(**{prefix: dataclasses.replace(getattr(config, prefix), num_steps=n)})
@@ -163,15 +181,16 @@ def plan(request: CostRequest) -> dict[tuple[str, int | None], TrainConfig]:
     for n in request.diffusion_steps:
         if n < 1:
             raise ConfigError(f"--diffusion-steps: N must be >= 1 (got {n})")
-    configs = {(BASELINE, None): contender_config(request, BASELINE, None)}
+    baseline = request.baseline
+    configs = {(baseline, None): contender_config(request, baseline, None)}
     for n in request.diffusion_steps:
         for algo in request.algos:
-            if algo != BASELINE:
+            if algo != baseline:
                 configs[(algo, n)] = contender_config(request, algo, n)
-    base = configs[(BASELINE, None)]
+    base = configs[(baseline, None)]
     for (algo, n), config in configs.items():
         if (config.num_envs, config.num_steps) != (base.num_envs, base.num_steps):
-            raise ConfigError(f"{algo} runs {config.num_envs} x {config.num_steps} but reppo "
+            raise ConfigError(f"{algo} runs {config.num_envs} x {config.num_steps} but {baseline} "
                               f"{base.num_envs} x {base.num_steps}: pass --num-envs/--num-steps")
     return configs
 
@@ -352,7 +371,8 @@ def run(request: CostRequest, configs: dict, command: str, on_group=None) -> dic
     record = {
         "schema": "diffrl.bench_cost/1", "command": command, "versions": library_versions(),
         "git_commit": git_commit(), "machine": machine(), "request": dataclasses.asdict(request),
-        "batch": {"num_envs": configs[(BASELINE, None)].num_envs, "num_steps": configs[(BASELINE, None)].num_steps},
+        "batch": {"num_envs": configs[(request.baseline, None)].num_envs,
+                  "num_steps": configs[(request.baseline, None)].num_steps},
         "configs": {f"{a}" if n is None else f"{a}@N={n}": config_to_dict(c) for (a, n), c in configs.items()},
         "units": {
             "iteration_s, update_s": "raw seconds per call, after compile and warm-up, block_until_ready",
@@ -365,7 +385,7 @@ def run(request: CostRequest, configs: dict, command: str, on_group=None) -> dic
         },
         "results": [], "skipped_groups": [],
     }
-    baseline = Contender(BASELINE, None, configs[(BASELINE, None)])
+    baseline = Contender(request.baseline, None, configs[(request.baseline, None)])
     start = time.perf_counter()
     for n in request.diffusion_steps:
         elapsed_min = (time.perf_counter() - start) / 60
@@ -377,7 +397,7 @@ def run(request: CostRequest, configs: dict, command: str, on_group=None) -> dic
             if on_group is not None:
                 on_group(record)
             continue
-        group = [baseline] + [Contender(a, n, configs[(a, n)]) for a in request.algos if a != BASELINE]
+        group = [baseline] + [Contender(a, n, configs[(a, n)]) for a in request.algos if a != request.baseline]
         record["results"].extend(run_group(n, group, request))
         del group
         gc.collect()
@@ -394,8 +414,12 @@ class _HelpFormat(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefault
 def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
     p = argparse.ArgumentParser(prog="diffrl bench cost", description=__doc__, formatter_class=_HelpFormat)
     p.add_argument("--env", required=True, help="environment of every contender")
-    p.add_argument("--algos", default=",".join(ALGOS), help="comma list of reppo, trudi, amdp, amdp-backprop, "
-                   "dime, dppo, ppo, spo, fpo (reppo, the baseline, is always measured)")
+    p.add_argument("--setting", default="on-policy", choices=tuple(SETTINGS),
+                   help="on-policy: REPPO the baseline; off-policy: the replay-buffer algorithms, SAC the baseline "
+                        "(each timed update is utd x batch gradient steps on minibatches from the buffer)")
+    p.add_argument("--algos", default=None, help="comma list of reppo, trudi, amdp, amdp-backprop, dime, dppo, "
+                   "ppo, spo, fpo (on-policy; default reppo,trudi,amdp,amdp-backprop) or sac, dime-off, amdp-off "
+                   "(off-policy; default all three); the setting's baseline is always measured")
     p.add_argument("--diffusion-steps", default="4,8,16,32,64,128", help="comma list of N (one group each)")
     p.add_argument("--num-envs", type=int, default=None, help="parallel envs (default: the presets')")
     p.add_argument("--num-steps", type=int, default=None, help="rollout length (default: the presets')")
@@ -416,7 +440,8 @@ def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
     args = p.parse_args(argv)
     if args.num_envs is not None and args.num_envs < 1 or args.num_steps is not None and args.num_steps < 1:
         raise ConfigError("--num-envs and --num-steps must be >= 1")
-    request = CostRequest(env=args.env, algos=parse_algos(args.algos),
+    algos = args.algos if args.algos is not None else ",".join(SETTINGS[args.setting][1])
+    request = CostRequest(env=args.env, algos=parse_algos(algos, args.setting), setting=args.setting,
                           diffusion_steps=parse_steps(args.diffusion_steps), num_envs=args.num_envs,
                           num_steps=args.num_steps, preset=args.preset, overrides=tuple(args.overrides),
                           repeats=args.repeats, warmup=args.warmup, budget_s=args.budget_s, seed=args.seed,

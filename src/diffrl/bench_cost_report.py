@@ -10,12 +10,15 @@ import statistics
 
 PAIRS = (("amdp", "reppo"), ("amdp-backprop", "amdp"), ("trudi", "reppo"), ("amdp-backprop", "reppo"),
          ("dime", "reppo"), ("dime", "trudi"), ("dppo", "reppo"), ("ppo", "reppo"), ("spo", "reppo"),
-         ("fpo", "reppo"))
+         ("fpo", "reppo"), ("amdp-off", "sac"), ("dime-off", "sac"), ("dime-off", "amdp-off"))
 """(numerator, denominator) of every ratio reported (those whose contenders were measured)."""
 LABELS = {"reppo": "REPPO", "trudi": "TruDi", "amdp": "AMDP", "amdp-backprop": "backprop", "dime": "DIME",
-          "dppo": "DPPO", "ppo": "PPO", "spo": "SPO", "fpo": "FPO"}
-ORDER = ("reppo", "trudi", "amdp", "amdp-backprop", "dime", "dppo", "ppo", "spo", "fpo")
-HEADLINE_PAIRS = (("amdp", "reppo"), ("amdp-backprop", "amdp"), ("trudi", "reppo"))
+          "dppo": "DPPO", "ppo": "PPO", "spo": "SPO", "fpo": "FPO", "sac": "SAC", "dime-off": "DIME-off",
+          "amdp-off": "AMDP-off"}
+ORDER = ("reppo", "trudi", "amdp", "amdp-backprop", "dime", "dppo", "ppo", "spo", "fpo", "sac", "amdp-off",
+         "dime-off")
+HEADLINE_PAIRS = (("amdp", "reppo"), ("amdp-backprop", "amdp"), ("trudi", "reppo"), ("amdp-off", "sac"),
+                  ("dime-off", "amdp-off"))
 
 
 def time_stats(times: list[float]) -> dict | None:
@@ -128,7 +131,8 @@ def markdown(record: dict) -> str:
     present = [a for a in ORDER if any(a in rows for rows in by_n.values())]
     m, b = record["machine"], record["batch"]
     req = record["request"]
-    lines = [f"# Compute cost of the diffusion actors relative to REPPO: {req['env']}", "",
+    baseline = LABELS[req.get("setting") and {"off-policy": "sac"}.get(req["setting"]) or "reppo"]
+    lines = [f"# Compute cost of the diffusion actors relative to {baseline}: {req['env']}", "",
              f"Batch {b['num_envs']} envs x {b['num_steps']} steps; {req['repeats']} timed calls after "
              f"{req['warmup']} warm-up, round-robin per N; {m['cpu_count']} CPUs, jax backend "
              f"`{m['jax_backend']}` ({m['device_kind']}), jax {record['versions'].get('jax')}.", "",

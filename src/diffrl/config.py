@@ -15,6 +15,7 @@ from typing import Any
 
 from diffrl.algos import ALGORITHM_SECTIONS, batch_section, unused_setting_errors
 from diffrl.algos.ppo_config import PPOConfig
+from diffrl.algos.offpolicy_config import OffPolicyConfig
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
 from diffrl.envs.playground import PHYSICS_IMPLS
@@ -136,6 +137,8 @@ class TrainConfig:
     """Adjoint-matching diffusion policy settings (amdp, amdp-backprop)."""
     flow: FlowPolicyConfig = field(default_factory=FlowPolicyConfig)
     """Flow-matching policy settings (fpo)."""
+    offpolicy: OffPolicyConfig = field(default_factory=OffPolicyConfig)
+    """Replay buffer, critics and optimisers of the off-policy algorithms (sac, dime-off, amdp-off)."""
 
     # -- derived sizes -------------------------------------------------------
     @property

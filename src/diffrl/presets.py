@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 from diffrl.algos import UNUSED_SETTINGS
+from diffrl.algos.offpolicy_presets import OFF_POLICY_ALGOS, default_off_policy_preset, off_policy_presets
 from diffrl.config import ConfigError, TrainConfig
 
 _PPO_DMC_NETS = {"gaussian.hidden": (32, 32, 32, 32), "gaussian.norm": "none",
@@ -330,6 +331,10 @@ PRESETS.update({
 PRESETS["amdp-dmc-cpu"]["adjoint.control_bound"] = 4.0
 
 
+# The off-policy family (sac, dime-off, amdp-off) owns its presets (diffrl.algos.offpolicy_presets).
+PRESETS.update(off_policy_presets())
+
+
 def suite(env: str) -> str:
     return env.split("/", 1)[0] if "/" in env else ""
 
@@ -364,6 +369,8 @@ def default_preset(algo: str, env: str) -> str | None:
     if env in BANDITS and (algo == "reppo" or algo in _DIFFUSION_FAMILIES):
         return f"{algo}-bandit"
     s = family(env)
+    if algo in OFF_POLICY_ALGOS:
+        return default_off_policy_preset(algo, s)
     table = {
         ("ppo", "playground"): "ppo-dmc-cpu",
         ("ppo", "brax"): "ppo-brax",

@@ -73,6 +73,27 @@ def _amdp_backprop(config, spec):
     return REPPO(config, spec, AdjointPolicy(config.adjoint, spec.action_size), name="amdp-backprop")
 
 
+def _sac(config, spec):
+    """SAC (Haarnoja et al. 2018) on the off-policy core: tanh-Gaussian, automatic temperature."""
+    from diffrl.algos.offpolicy import make_sac
+
+    return make_sac(config, spec)
+
+
+def _dime_off(config, spec):
+    """DIME's off-policy recipe (Celik et al. 2025): reverse KL through the DIME chain, replay buffer."""
+    from diffrl.algos.offpolicy import make_dime_off
+
+    return make_dime_off(config, spec)
+
+
+def _amdp_off(config, spec):
+    """AMDP's off-policy setting: reciprocal adjoint matching on replayed terminal actions."""
+    from diffrl.algos.offpolicy import make_amdp_off
+
+    return make_amdp_off(config, spec)
+
+
 ALGORITHMS: dict[str, Callable] = {
     "amdp": _amdp,
     "amdp-backprop": _amdp_backprop,
@@ -83,6 +104,9 @@ ALGORITHMS: dict[str, Callable] = {
     "fpo": _fpo,
     "dppo": _dppo,
     "reppo": _reppo,
+    "sac": _sac,
+    "dime-off": _dime_off,
+    "amdp-off": _amdp_off,
 }
 
 
@@ -98,10 +122,18 @@ _DPPO_ONLY = {
 }
 _TRUST_REGION_ONLY = {f"diffusion.{name}": "DPPO's trust region is PPO's clip (--ppo.clip-eps)" for name in (
     "trust_region", "kl_estimator", "kl_samples", "kl_paths")}
+_OFF_POLICY_CHAIN = {f"diffusion.{name}": "dime-off has no trust region (DIME's off-policy recipe)" for name in (
+    "trust_region", "kl_estimator", "kl_samples", "kl_paths")}
 UNUSED_SETTINGS: dict[str, dict[str, str]] = {
     "trudi": _DPPO_ONLY,
     "dime": _DPPO_ONLY,
     "dppo": {**_TRUST_REGION_ONLY, "diffusion.dual_uses": "DPPO has no temperature dual"},
+    "sac": {"gaussian.kl_samples": "SAC has no trust region"},
+    "dime-off": {**_DPPO_ONLY, **_OFF_POLICY_CHAIN},
+    "amdp-off": {
+        "adjoint.lambda_init": "off-policy AMDP offers no learned multiplier (--adjoint.trust-region closed_form or none)",
+        "adjoint.matching_steps": "each critic step's batch is fresh from the buffer; raise --offpolicy.utd instead",
+    },
     "amdp": {
         "reppo.kl_bound": "its trust-region radius is --adjoint.kl-bound",
         "reppo.kl_start": "its trust-region multiplier starts at --adjoint.lambda-init",
@@ -125,8 +157,11 @@ ALGORITHM_SECTIONS: dict[str, tuple[str, ...]] = {
     "fpo": ("ppo", "flow"),
     "dppo": ("ppo", "diffusion"),
     "reppo": ("reppo", "gaussian", "critic"),
+    "sac": ("offpolicy", "gaussian"),
+    "dime-off": ("offpolicy", "diffusion"),
+    "amdp-off": ("offpolicy", "adjoint"),
 }
-CONFIG_SECTIONS = ("ppo", "reppo", "critic", "gaussian", "diffusion", "adjoint", "flow")
+CONFIG_SECTIONS = ("ppo", "reppo", "critic", "gaussian", "diffusion", "adjoint", "flow", "offpolicy")
 """Every algorithm-owned section of TrainConfig."""
 
 

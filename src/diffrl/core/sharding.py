@@ -94,11 +94,24 @@ def replicate(tree: Any) -> Any:
 
 def state_shardings(state_shape: Any, mesh: Mesh, seed_axis: bool) -> Any:
     """Shardings of a TrainState (or its ``jax.eval_shape``): the env state split along its
-    env axis (after the leading seed axis when ``seed_axis``), everything else replicated."""
+    env axis (after the leading seed axis when ``seed_axis``), and so are the stored transitions of
+    any replay buffer in the algorithm state (``diffrl.replay``: (capacity, B, ...), each device
+    keeps its own environments' experience); everything else replicated."""
+    from diffrl.replay import ReplayBuffer
+
     replicated = NamedSharding(mesh, P())
-    env = NamedSharding(mesh, P(None, BATCH_AXIS) if seed_axis else P(BATCH_AXIS))
+    lead = [None] if seed_axis else []
+    env = NamedSharding(mesh, P(*lead, BATCH_AXIS))
+    stored = NamedSharding(mesh, P(*lead, None, BATCH_AXIS))
+
+    def algo_sharding(node):
+        if isinstance(node, ReplayBuffer):
+            return ReplayBuffer(data=jax.tree.map(lambda _: stored, node.data), position=replicated, size=replicated)
+        return replicated
+
     out = jax.tree.map(lambda _: replicated, state_shape)
-    return out.replace(env_state=jax.tree.map(lambda _: env, state_shape.env_state))
+    algo = jax.tree.map(algo_sharding, state_shape.algo, is_leaf=lambda x: isinstance(x, ReplayBuffer))
+    return out.replace(env_state=jax.tree.map(lambda _: env, state_shape.env_state), algo=algo)
 
 
 def matmul_precision(name: str):

@@ -1,0 +1,354 @@
+"""Off-policy max-entropy actor-critics on a replay buffer: ``sac``, ``dime-off``, ``amdp-off``.
+
+The training core is the on-policy one (``diffrl.core.loop``): an iteration collects
+num_envs x num_steps transitions with the current policy and hands them to ``update``. Here
+``update`` writes them into the replay buffer held in the algorithm state (``diffrl.replay``:
+checkpointed, vmapped and sharded with the rest) and then takes ``utd x num_envs x num_steps``
+gradient steps on minibatches drawn uniformly from it, once the buffer holds
+``learning_starts`` transitions. Per step (CrossQ, Bhatt et al. 2024; DIME, Celik et al. 2025,
+arXiv 2502.02316, off-policy recipe of github.com/ALRhub/DIME):
+
+  critic:  a' ~ pi(.|s') fresh, with its log-density term l' (exact, or an upper-bound estimate);
+           one joint batch-renormalised pass over (s, a) and (s', a') (``critics.crossq``);
+           scalar:       y = r + gamma (1 - term) (reduce_e Q_e(s', a') - alpha l'),
+                         loss = mean_e 1/2 (Q_e(s, a) - sg(y))^2;
+           categorical:  each member's next distribution projected through
+                         r + gamma (1 - term)(z - alpha l') (C51), the projections combined by
+                         ``ensemble_reduce`` (mean: DIME's average), loss = cross-entropy of every
+                         member + critic_entropy_coef * sum_i p_i log p_i;
+  actor and temperature, every ``policy_delay`` critic steps, against the critic in evaluation
+  mode (running statistics):
+    * ``sac`` (Haarnoja et al. 2018, arXiv 1812.05905) and ``dime-off`` (DIME): the reverse-KL
+      loss mean(sg(alpha) log pi(a~|s) - reduce_e Q_e(s, a~)) through a reparameterised sample
+      (for DIME, backpropagated through all N denoising steps; ``log pi`` its upper bound);
+    * ``amdp-off`` (AMDP, Thilges et al. 2026, arXiv 2606.22630, off-policy setting): reciprocal
+      adjoint matching on the REPLAYED terminal pre-squash actions X_1 (the regression target
+      needs only X_1 and grad_a Q there: no chain is simulated or differentiated), the per-sample
+      score clip a quantile over the drawn batch, and the drift trust region
+      (--adjoint.trust-region closed_form or none) against the actor at the start of the iteration;
+  temperature: L = alpha sg(H - H*), H = -mean of the fresh next-state samples' dual_log_prob.
+No target networks (CrossQ): the next-state values come from the same pass as the current ones.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from diffrl.algos.base import Rollout
+from diffrl.algos.soft_critic import best_of_k
+from diffrl.critics.crossq import CrossQCritic, atoms, categorical_projection, joint_forward
+from diffrl.envs.base import EnvSpec
+from diffrl.policies import AdjointMatchingPolicy, PathwisePolicy, require
+from diffrl.replay import ReplayBuffer, add, init_buffer, sample, slots_for
+from diffrl.trust_region import temperature_loss
+
+
+@struct.dataclass
+class OffPolicyState:
+    actor_params: Any
+    critic_vars: Any  # {"params": ..., "batch_stats": ...}
+    log_alpha: jax.Array
+    actor_opt: Any
+    critic_opt: Any
+    alpha_opt: Any
+    buffer: ReplayBuffer
+    critic_steps: jax.Array  # () int32, gradient steps of the critic so far
+
+
+def reduce_ensemble(values: jax.Array, how: str) -> jax.Array:
+    """(E, ...) -> (...): the members' mean or minimum."""
+    return jnp.min(values, axis=0) if how == "min" else jnp.mean(values, axis=0)
+
+
+def scalar_td_loss(q: jax.Array, next_q: jax.Array, reward: jax.Array, terminated: jax.Array,
+                   next_log_prob: jax.Array, alpha: jax.Array, gamma: float, reduce: str) -> tuple[jax.Array, dict]:
+    """Soft TD loss of a scalar ensemble.
+
+    q, next_q: (E, N) Q_e(s, a), Q_e(s', a'); reward, terminated, next_log_prob: (N,).
+    Returns mean_e,n 1/2 (q - sg(y))^2 with y = r + gamma (1 - term)(reduce_e next_q - alpha l').
+    """
+    y = reward + gamma * (1.0 - terminated) * (reduce_ensemble(next_q, reduce) - alpha * next_log_prob)
+    y = jax.lax.stop_gradient(y)
+    loss = 0.5 * jnp.mean(jnp.square(q - y[None]))
+    return loss, {"critic/target_mean": jnp.mean(y), "critic/q_mean": jnp.mean(q)}
+
+
+def categorical_td_loss(logits: jax.Array, next_logits: jax.Array, reward: jax.Array, terminated: jax.Array,
+                        next_log_prob: jax.Array, alpha: jax.Array, gamma: float, support: jax.Array,
+                        reduce: str, entropy_coef: float) -> tuple[jax.Array, dict]:
+    """Soft C51 loss of a categorical ensemble (DIME's).
+
+    logits, next_logits: (E, N, K) at (s, a) and (s', a'); reward, terminated, next_log_prob:
+    (N,); support: (K,). Each member's next distribution is projected through
+    r + gamma (1 - term)(z - alpha l'); the target is the members' average projection
+    (``reduce`` = mean) or the projection of the member with the lowest expected next value
+    (min). Loss: mean over members and samples of the cross-entropy to sg(target), plus
+    ``entropy_coef`` * sum_k p_k log p_k of the member's own distribution.
+    """
+    discount = gamma * (1.0 - terminated)
+    next_probs = jax.nn.softmax(jax.lax.stop_gradient(next_logits), axis=-1)
+    projected = jax.vmap(lambda p: categorical_projection(p, reward, discount, alpha * next_log_prob, support))(
+        next_probs)  # (E, N, K)
+    if reduce == "min":
+        lowest = jnp.argmin(jnp.sum(next_probs * support, axis=-1), axis=0)  # (N,)
+        target = jnp.take_along_axis(projected, lowest[None, :, None], axis=0)[0]
+    else:
+        target = jnp.mean(projected, axis=0)
+    target = jax.lax.stop_gradient(target)
+    log_p = jax.nn.log_softmax(logits, axis=-1)
+    ce = -jnp.sum(target[None] * log_p, axis=-1)
+    neg_entropy = jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+    loss = jnp.mean(ce + entropy_coef * neg_entropy)
+    q = jnp.sum(jnp.exp(log_p) * support, axis=-1)
+    return loss, {"critic/target_mean": jnp.mean(jnp.sum(target * support, -1)), "critic/q_mean": jnp.mean(q),
+                  "critic/ce_loss": jnp.mean(ce), "critic/entropy": -jnp.mean(neg_entropy)}
+
+
+def pathwise_actor_loss(log_prob: jax.Array, q: jax.Array, alpha: jax.Array) -> jax.Array:
+    """The reverse-KL (SAC/DIME) actor loss mean(sg(alpha) log pi(a~|s) - Q(s, a~)); (N,) inputs."""
+    return jnp.mean(jax.lax.stop_gradient(alpha) * log_prob - q)
+
+
+class OffPolicy:
+    """What the three algorithms share: buffer, critic, schedule, acting and evaluation.
+    Subclasses define ``next_sample``, ``actor_step_loss`` and ``stored_aux``."""
+
+    def __init__(self, config, spec: EnvSpec, policy, name: str, default_target_mult: float):
+        c = config.offpolicy
+        if config.normalize_obs:
+            raise ValueError("off-policy algorithms replay stored observations, which running normalisation "
+                             "statistics would make stale; use --normalize-obs false (the critics batch-"
+                             "renormalise their inputs)")
+        self.name, self.config, self.c, self.policy = name, config, c, policy
+        self.critic = CrossQCritic(hidden=tuple(c.critic_hidden), num_critics=c.num_critics,
+                                   num_bins=c.num_bins if c.critic == "categorical" else 0,
+                                   momentum=c.renorm_momentum, warmup=c.renorm_warmup)
+        self.support = atoms(c.vmin, c.vmax, c.num_bins) if c.critic == "categorical" else None
+        mult = c.entropy_target_mult if c.entropy_target_mult is not None else default_target_mult
+        self.target_entropy = mult * spec.action_size
+        self.asymmetric = config.asymmetric_critic
+        self.capacity = slots_for(c.buffer_size, config.num_envs)
+        self.updates_per_iteration = c.updates_per_iteration(config.batch_size)
+        if config.num_steps > self.capacity:
+            raise ValueError(f"--num-steps ({config.num_steps}) exceeds the buffer's {self.capacity} slots per env "
+                             f"(--offpolicy.buffer-size {c.buffer_size} / --num-envs {config.num_envs})")
+        actor_chain = [optax.clip(c.actor_clip)] if c.actor_clip > 0 else []
+        self.actor_optimizer = optax.chain(*actor_chain, optax.adam(c.actor_lr, b1=c.adam_b1))
+        self.critic_optimizer = optax.adam(c.critic_lr, b1=c.adam_b1)
+        self.alpha_optimizer = optax.adam(c.alpha_lr)
+
+    # -- state ---------------------------------------------------------------------------
+    def stored_aux(self, aux) -> dict:
+        """The part of the acting aux the actor update replays (none by default)."""
+        return {}
+
+    def _transitions(self, batch: Rollout) -> dict:
+        items = {"obs": batch.obs, "action": batch.action, "reward": batch.reward,
+                 "terminated": batch.terminated.astype(jnp.float32), "next_obs": batch.next_obs,
+                 **self.stored_aux(batch.policy_aux)}
+        if self.asymmetric:  # otherwise critic_obs == obs: not stored twice
+            items.update(critic_obs=batch.critic_obs, next_critic_obs=batch.next_critic_obs)
+        return items
+
+    def init(self, key, spec: EnvSpec) -> OffPolicyState:
+        key_actor, key_critic, key_aux = jax.random.split(key, 3)
+        actor = self.policy.init(key_actor, spec.obs_size)
+        critic_vars = self.critic.init(key_critic, jnp.zeros((1, spec.critic_size)), jnp.zeros((1, spec.action_size)))
+        log_alpha = jnp.asarray(math.log(self.c.ent_start), jnp.float32)
+        b = self.config.num_envs
+        obs = jnp.zeros((b, spec.obs_size))
+        _, aux = jax.eval_shape(lambda: self.policy.sample(actor, obs, key_aux))
+        aux = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), aux)
+        example = Rollout(obs=obs, critic_obs=jnp.zeros((b, spec.critic_size)),
+                          action=jnp.zeros((b, spec.action_size)), reward=jnp.zeros((b,)),
+                          terminated=jnp.zeros((b,), bool), truncated=jnp.zeros((b,), bool), next_obs=obs,
+                          next_critic_obs=jnp.zeros((b, spec.critic_size)), policy_aux=aux)
+        buffer = init_buffer(self._transitions(example), self.capacity)
+        return OffPolicyState(actor, critic_vars, log_alpha, self.actor_optimizer.init(actor),
+                              self.critic_optimizer.init(critic_vars["params"]), self.alpha_optimizer.init(log_alpha),
+                              buffer, jnp.zeros((), jnp.int32))
+
+    # -- values --------------------------------------------------------------------------
+    def member_values(self, critic_vars, critic_obs, action) -> jax.Array:
+        """(E, ...) each member's Q(s, a) with the running statistics (evaluation mode)."""
+        out = self.critic.apply(critic_vars, critic_obs, action, False)
+        return jnp.sum(jax.nn.softmax(out, -1) * self.support, -1) if self.support is not None else out
+
+    def q_value(self, critic_vars, critic_obs, action) -> jax.Array:
+        """(...,) the ensemble's Q(s, a) (``ensemble_reduce``)."""
+        return reduce_ensemble(self.member_values(critic_vars, critic_obs, action), self.c.ensemble_reduce)
+
+    # -- acting and evaluation -------------------------------------------------------------
+    @property
+    def samplers(self) -> tuple[str, ...]:
+        return tuple(self.policy.samplers) + ("best-of-k",)
+
+    def act(self, state, obs, key):
+        return self.policy.sample(state.actor_params, obs, key)
+
+    def eval_action(self, state, obs, critic_obs, key, sampler):
+        if sampler == "best-of-k":
+            return best_of_k(lambda o, k: self.policy.sample(state.actor_params, o, k)[0],
+                             lambda co, a: self.q_value(state.critic_vars, co, a),
+                             obs, critic_obs, key, self.c.best_of_k)
+        return self.policy.eval_action(state.actor_params, obs, key, sampler)
+
+    # -- update ----------------------------------------------------------------------------
+    def critic_loss(self, params, batch_stats, mb, next_action, next_log_prob, alpha):
+        c = self.c
+        cobs, next_cobs = (mb["critic_obs"], mb["next_critic_obs"]) if self.asymmetric else (mb["obs"], mb["next_obs"])
+        out, next_out, stats = joint_forward(self.critic, {"params": params, "batch_stats": batch_stats},
+                                             cobs, mb["action"], next_cobs, next_action)
+        next_out = jax.lax.stop_gradient(next_out)
+        if self.support is None:
+            loss, metrics = scalar_td_loss(out, next_out, mb["reward"], mb["terminated"], next_log_prob, alpha,
+                                           c.gamma, c.ensemble_reduce)
+        else:
+            loss, metrics = categorical_td_loss(out, next_out, mb["reward"], mb["terminated"], next_log_prob, alpha,
+                                                c.gamma, self.support, c.ensemble_reduce, c.critic_entropy_coef)
+        return loss, (stats, metrics)
+
+    def next_sample(self, params, obs, key) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(a' (N, d), l' (N,) for the soft target, dual l' (N,) for the temperature), stop-gradient."""
+        raise NotImplementedError
+
+    def actor_step_loss(self, params, old_params, critic_vars, mb, alpha, key) -> tuple[jax.Array, dict]:
+        raise NotImplementedError
+
+    def update(self, state: OffPolicyState, batch: Rollout, key):
+        c = self.c
+        buffer = add(state.buffer, self._transitions(batch))
+        old_params = state.actor_params  # the trust region's anchor (amdp-off)
+
+        def gradient_step(carry, key_step):
+            actor, critic_vars, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
+            key_batch, key_next, key_actor = jax.random.split(key_step, 3)
+            mb = sample(buffer, key_batch, c.batch_size)
+            alpha = jnp.exp(log_alpha)
+            next_action, next_lp, next_dual_lp = self.next_sample(actor, mb["next_obs"], key_next)
+            (critic_loss, (stats, critic_metrics)), grads = jax.value_and_grad(self.critic_loss, has_aux=True)(
+                critic_vars["params"], critic_vars["batch_stats"], mb, next_action, next_lp, alpha)
+            updates, critic_opt = self.critic_optimizer.update(grads, critic_opt, critic_vars["params"])
+            critic_vars = {"params": optax.apply_updates(critic_vars["params"], updates), "batch_stats": stats}
+            critic_metrics.update({"critic/loss": critic_loss, "critic/grad_norm": optax.global_norm(grads)})
+            entropy = -jnp.mean(next_dual_lp)
+
+            def actor_update(inner):
+                actor, actor_opt, log_alpha, alpha_opt = inner
+                (_, metrics), grads = jax.value_and_grad(self.actor_step_loss, has_aux=True)(
+                    actor, old_params, critic_vars, mb, alpha, key_actor)
+                updates, actor_opt = self.actor_optimizer.update(grads, actor_opt, actor)
+                actor = optax.apply_updates(actor, updates)
+                metrics["actor/grad_norm"] = optax.global_norm(grads)
+                if c.learn_alpha:
+                    alpha_grad = jax.grad(temperature_loss)(log_alpha, entropy, self.target_entropy)
+                    alpha_update, alpha_opt = self.alpha_optimizer.update(alpha_grad, alpha_opt)
+                    log_alpha = optax.apply_updates(log_alpha, alpha_update)
+                return (actor, actor_opt, log_alpha, alpha_opt), metrics
+
+            inner = (actor, actor_opt, log_alpha, alpha_opt)
+            metrics_shape = jax.eval_shape(actor_update, inner)[1]
+            is_actor_step = steps % c.policy_delay == 0
+            inner, actor_metrics = jax.lax.cond(
+                is_actor_step, actor_update,
+                lambda x: (x, jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)), inner)
+            actor, actor_opt, log_alpha, alpha_opt = inner
+            metrics = {**critic_metrics, **actor_metrics, "actor/entropy_estimate": entropy, "dual/alpha": alpha,
+                       "offpolicy/actor_step": is_actor_step.astype(jnp.float32)}
+            return (actor, critic_vars, log_alpha, actor_opt, critic_opt, alpha_opt, steps + 1), metrics
+
+        def learn(carry):
+            carry, metrics = jax.lax.scan(gradient_step, carry, jax.random.split(key, self.updates_per_iteration))
+            flag = metrics.pop("offpolicy/actor_step")
+            actor_steps = jnp.maximum(jnp.sum(flag), 1.0)
+            means = {k: (jnp.sum(v * flag) / actor_steps if k.startswith("actor/") and k != "actor/entropy_estimate"
+                         else jnp.mean(v)) for k, v in metrics.items()}
+            return carry, means
+
+        carry = (state.actor_params, state.critic_vars, state.log_alpha, state.actor_opt, state.critic_opt,
+                 state.alpha_opt, state.critic_steps)
+        metrics_shape = jax.eval_shape(learn, carry)[1]
+        learning = buffer.transitions >= max(c.learning_starts, 1)
+        carry, metrics = jax.lax.cond(
+            learning, learn,
+            lambda x: (x, jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)), carry)
+        actor, critic_vars, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
+        metrics["offpolicy/buffer_transitions"] = buffer.transitions.astype(jnp.float32)
+        metrics["offpolicy/learning"] = learning.astype(jnp.float32)
+        return OffPolicyState(actor, critic_vars, log_alpha, actor_opt, critic_opt, alpha_opt, buffer, steps), metrics
+
+
+class PathwiseOffPolicy(OffPolicy):
+    """``sac`` (Gaussian policy) and ``dime-off`` (DIME chain): reverse KL through a
+    reparameterised sample."""
+
+    def __init__(self, config, spec, policy, name, default_target_mult):
+        require(policy, PathwisePolicy, name)
+        super().__init__(config, spec, policy, name, default_target_mult)
+
+    def next_sample(self, params, obs, key):
+        out = jax.lax.stop_gradient(self.policy.rsample(params, obs, key))
+        return out.action, out.log_prob, out.dual_log_prob
+
+    def actor_step_loss(self, params, old_params, critic_vars, mb, alpha, key):
+        out = self.policy.rsample(params, mb["obs"], key)
+        cobs = mb["critic_obs"] if self.asymmetric else mb["obs"]
+        q = self.q_value(critic_vars, cobs, out.action)
+        loss = pathwise_actor_loss(out.log_prob, q, alpha)
+        return loss, {"actor/loss": loss, "actor/q": jnp.mean(q), "actor/log_prob": jnp.mean(out.log_prob)}
+
+
+class AdjointOffPolicy(OffPolicy):
+    """``amdp-off``: reciprocal adjoint matching on replayed terminal actions."""
+
+    def __init__(self, config, spec, policy, name="amdp-off"):
+        require(policy, AdjointMatchingPolicy, name)
+        if policy.config.trust_region == "dual":
+            raise ValueError("--adjoint.trust-region dual is not offered off-policy (its multiplier would need a "
+                             "dual step per iteration); use closed_form or none")
+        super().__init__(config, spec, policy, name, policy.config.entropy_target_mult)
+
+    def stored_aux(self, aux) -> dict:
+        return {"pre_squash": aux.pre_squash}
+
+    def next_sample(self, params, obs, key):
+        action, aux = self.policy.sample(params, obs, key)
+        return action, aux.log_prob_bound, aux.log_prob_bound
+
+    def actor_step_loss(self, params, old_params, critic_vars, mb, alpha, key):
+        cobs = mb["critic_obs"] if self.asymmetric else mb["obs"]
+        grad_q = jax.grad(lambda a: jnp.sum(self.q_value(critic_vars, cobs, a)))(mb["action"])
+        grad_q = jax.lax.stop_gradient(grad_q)
+        limit = self.policy.score_clip_limit(mb["pre_squash"], grad_q)  # over the drawn batch
+        score, score_metrics = self.policy.matching_scores(mb["pre_squash"], grad_q, limit)
+        loss, metrics = self.policy.matching_loss(params, old_params, mb["obs"], mb["pre_squash"], score, key, alpha)
+        return loss, {**metrics, **{f"actor/{k}": v for k, v in score_metrics.items()}, "actor/loss": loss}
+
+
+SAC_ENTROPY_TARGET_MULT = -1.0  # SAC: H* = -d
+DIME_ENTROPY_TARGET_MULT = -4.0  # DIME's code: alpha grows while the running cost exceeds 4 d
+
+
+def make_sac(config, spec: EnvSpec) -> PathwiseOffPolicy:
+    from diffrl.policies.gaussian import GaussianPolicy
+
+    return PathwiseOffPolicy(config, spec, GaussianPolicy(config.gaussian, spec.action_size), "sac",
+                             SAC_ENTROPY_TARGET_MULT)
+
+
+def make_dime_off(config, spec: EnvSpec) -> PathwiseOffPolicy:
+    from diffrl.policies.diffusion import DiffusionPolicy
+
+    return PathwiseOffPolicy(config, spec, DiffusionPolicy(config.diffusion, spec.action_size), "dime-off",
+                             DIME_ENTROPY_TARGET_MULT)
+
+
+def make_amdp_off(config, spec: EnvSpec) -> AdjointOffPolicy:
+    from diffrl.policies.adjoint import AdjointPolicy
+
+    return AdjointOffPolicy(config, spec, AdjointPolicy(config.adjoint, spec.action_size))
