@@ -1,4 +1,5 @@
-"""The off-policy family (sac, dime-off, amdp-off) swings up gymnax Pendulum-v1, 4 seeds each.
+"""The off-policy family (sac, dime-off, amdp-off) swings up gymnax Pendulum-v1, 4 seeds each
+(CI: SAC and AMDP; DIME, 330 s, in the long tier).
 
 Each test trains 4 seeds in ONE vmapped program (tests/multiseed.py) with the algorithm's default
 preset for the task (``*-gymnax``: 16 envs x 4 steps, UTD 0.5, batch 128, two 128-wide categorical
@@ -9,7 +10,7 @@ it scores about -120 to -250 from random starts (rewards are <= 0).
 import numpy as np
 import pytest
 
-from multiseed import train_seeds
+from multiseed import long_only, train_seeds
 
 SEEDS = 4
 # Budgets from the 5-seed runs of the presets (benchmarks/results/offpolicy_learning/pendulum; median
@@ -38,7 +39,11 @@ MAX_NOT_LEARNED = 1
 @pytest.mark.slow
 # measured seconds with the other core busy (tests/conftest.py starts the heavy tests first)
 @pytest.mark.parametrize("algo", [pytest.param("sac", marks=pytest.mark.heavy(150)),
-                                  pytest.param("dime-off", marks=pytest.mark.heavy(330)),
+                                  # 330 s of one core in CI, which then ran 33 min (> the 30-min budget):
+                                  # the long tier until a cheaper preset is measured (see docs)
+                                  pytest.param("dime-off", marks=long_only(
+                                      "DIME's reverse-KL update through the chain: 330 s for 4 seeds; CI keeps "
+                                      "SAC and AMDP")),
                                   pytest.param("amdp-off", marks=pytest.mark.heavy(220))])
 def test_swings_up_pendulum_off_policy(tmp_path, algo):
     """Median final return over 4 seeds above MEDIAN_THRESHOLD[algo]; at most MAX_NOT_LEARNED seeds

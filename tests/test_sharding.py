@@ -184,8 +184,7 @@ def test_two_processes_match_one_process(tmp_path):
     common = textwrap.dedent("""
         import json, sys
         import numpy as np
-        from diffrl.algos.offpolicy_config import OffPolicyConfig
-    from diffrl.algos.ppo_config import PPOConfig
+        from diffrl.algos.ppo_config import PPOConfig
         from diffrl.config import TrainConfig
         from diffrl.core.trainer import Trainer
         def cfg(**kw):

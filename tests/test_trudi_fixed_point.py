@@ -23,6 +23,7 @@ import pytest
 
 from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig
 from bimodal_toy import bimodal_q, target_bins
+from multiseed import long_only
 
 jax.config.update("jax_platforms", "cpu")
 
@@ -40,7 +41,10 @@ def folded_tv(actions, p_bins, edges):
 # bounds leave ~0.05 TV (sampling error of TV with 10k samples in 20 bins is ~0.02) and ~25 %.
 # 1500 Adam steps each: compute-bound, about 45 s at the test processes' XLA level 0 (conftest.py)
 @pytest.mark.heavy(45)
-@pytest.mark.parametrize("squash,max_tv,max_spread", [("tanh", 0.45, 0.06), ("erf", 0.2, 0.025)])
+@pytest.mark.parametrize("squash,max_tv,max_spread", [
+    # CI keeps the erf squash (the bandit presets'); tanh's run is the same code in the long tier
+    pytest.param("tanh", 0.45, 0.06, marks=long_only("the tanh twin of the erf case, ~55 s")),
+    ("erf", 0.2, 0.025)])
 def test_pathwise_max_entropy_objective_moves_diffusion_policy_toward_boltzmann_q(squash, max_tv, max_spread):
     config = DiffusionPolicyConfig(num_steps=8, hidden=(64, 64), squash=squash)
     policy = DiffusionPolicy(config, action_size=1)
