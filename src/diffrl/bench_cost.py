@@ -371,6 +371,7 @@ def run(request: CostRequest, configs: dict, command: str, on_group=None) -> dic
     record = {
         "schema": "diffrl.bench_cost/1", "command": command, "versions": library_versions(),
         "git_commit": git_commit(), "machine": machine(), "request": dataclasses.asdict(request),
+        "baseline": request.baseline,
         "batch": {"num_envs": configs[(request.baseline, None)].num_envs,
                   "num_steps": configs[(request.baseline, None)].num_steps},
         "configs": {f"{a}" if n is None else f"{a}@N={n}": config_to_dict(c) for (a, n), c in configs.items()},

@@ -131,7 +131,7 @@ def markdown(record: dict) -> str:
     present = [a for a in ORDER if any(a in rows for rows in by_n.values())]
     m, b = record["machine"], record["batch"]
     req = record["request"]
-    baseline = LABELS[req.get("setting") and {"off-policy": "sac"}.get(req["setting"]) or "reppo"]
+    baseline = LABELS[record.get("baseline", "reppo")]  # records before --setting: REPPO
     lines = [f"# Compute cost of the diffusion actors relative to {baseline}: {req['env']}", "",
              f"Batch {b['num_envs']} envs x {b['num_steps']} steps; {req['repeats']} timed calls after "
              f"{req['warmup']} warm-up, round-robin per N; {m['cpu_count']} CPUs, jax backend "

@@ -31,6 +31,7 @@ No target networks (CrossQ): the next-state values come from the same pass as th
 """
 from __future__ import annotations
 
+import abc
 import math
 from typing import Any
 
@@ -40,7 +41,7 @@ import optax
 from flax import struct
 
 from diffrl.algos.base import Rollout
-from diffrl.algos.soft_critic import best_of_k
+from diffrl.algos.soft_critic import SoftActorCritic
 from diffrl.critics.crossq import CrossQCritic, atoms, categorical_projection, joint_forward
 from diffrl.envs.base import EnvSpec
 from diffrl.policies import AdjointMatchingPolicy, PathwisePolicy, require
@@ -51,13 +52,20 @@ from diffrl.trust_region import temperature_loss
 @struct.dataclass
 class OffPolicyState:
     actor_params: Any
-    critic_vars: Any  # {"params": ..., "batch_stats": ...}
+    critic_params: Any  # flax variables: {"params": ..., "batch_stats": ...}
     log_alpha: jax.Array
     actor_opt: Any
     critic_opt: Any
     alpha_opt: Any
     buffer: ReplayBuffer
     critic_steps: jax.Array  # () int32, gradient steps of the critic so far
+
+
+def _cond_or_zeros(pred: jax.Array, fn, operand):
+    """``fn(operand) -> (operand', metrics)`` where ``pred``, else ``(operand, zero metrics)``: nothing of
+    ``fn`` is computed on the skipping branch."""
+    zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, operand)[1])
+    return jax.lax.cond(pred, fn, lambda x: (x, zeros), operand)
 
 
 def reduce_ensemble(values: jax.Array, how: str) -> jax.Array:
@@ -114,9 +122,10 @@ def pathwise_actor_loss(log_prob: jax.Array, q: jax.Array, alpha: jax.Array) -> 
     return jnp.mean(jax.lax.stop_gradient(alpha) * log_prob - q)
 
 
-class OffPolicy:
-    """What the three algorithms share: buffer, critic, schedule, acting and evaluation.
-    Subclasses define ``next_sample``, ``actor_step_loss`` and ``stored_aux``."""
+class OffPolicy(SoftActorCritic, abc.ABC):
+    """What the three algorithms share: buffer, critic, schedule; acting and evaluation (the policy's
+    samplers and best-of-K by Q) are :class:`SoftActorCritic`'s. Subclasses define ``next_sample`` and
+    ``actor_step_loss``, and may store more of the acting aux (``stored_aux``)."""
 
     def __init__(self, config, spec: EnvSpec, policy, name: str, default_target_mult: float):
         c = config.offpolicy
@@ -158,7 +167,7 @@ class OffPolicy:
     def init(self, key, spec: EnvSpec) -> OffPolicyState:
         key_actor, key_critic, key_aux = jax.random.split(key, 3)
         actor = self.policy.init(key_actor, spec.obs_size)
-        critic_vars = self.critic.init(key_critic, jnp.zeros((1, spec.critic_size)), jnp.zeros((1, spec.action_size)))
+        critic_params = self.critic.init(key_critic, jnp.zeros((1, spec.critic_size)), jnp.zeros((1, spec.action_size)))
         log_alpha = jnp.asarray(math.log(self.c.ent_start), jnp.float32)
         b = self.config.num_envs
         obs = jnp.zeros((b, spec.obs_size))
@@ -169,41 +178,25 @@ class OffPolicy:
                           terminated=jnp.zeros((b,), bool), truncated=jnp.zeros((b,), bool), next_obs=obs,
                           next_critic_obs=jnp.zeros((b, spec.critic_size)), policy_aux=aux)
         buffer = init_buffer(self._transitions(example), self.capacity)
-        return OffPolicyState(actor, critic_vars, log_alpha, self.actor_optimizer.init(actor),
-                              self.critic_optimizer.init(critic_vars["params"]), self.alpha_optimizer.init(log_alpha),
+        return OffPolicyState(actor, critic_params, log_alpha, self.actor_optimizer.init(actor),
+                              self.critic_optimizer.init(critic_params["params"]), self.alpha_optimizer.init(log_alpha),
                               buffer, jnp.zeros((), jnp.int32))
 
     # -- values --------------------------------------------------------------------------
-    def member_values(self, critic_vars, critic_obs, action) -> jax.Array:
+    def member_values(self, critic_params, critic_obs, action) -> jax.Array:
         """(E, ...) each member's Q(s, a) with the running statistics (evaluation mode)."""
-        out = self.critic.apply(critic_vars, critic_obs, action, False)
+        out = self.critic.apply(critic_params, critic_obs, action, False)
         return jnp.sum(jax.nn.softmax(out, -1) * self.support, -1) if self.support is not None else out
 
-    def q_value(self, critic_vars, critic_obs, action) -> jax.Array:
+    def q_value(self, critic_params, critic_obs, action) -> jax.Array:
         """(...,) the ensemble's Q(s, a) (``ensemble_reduce``)."""
-        return reduce_ensemble(self.member_values(critic_vars, critic_obs, action), self.c.ensemble_reduce)
-
-    # -- acting and evaluation -------------------------------------------------------------
-    @property
-    def samplers(self) -> tuple[str, ...]:
-        return tuple(self.policy.samplers) + ("best-of-k",)
-
-    def act(self, state, obs, key):
-        return self.policy.sample(state.actor_params, obs, key)
-
-    def eval_action(self, state, obs, critic_obs, key, sampler):
-        if sampler == "best-of-k":
-            return best_of_k(lambda o, k: self.policy.sample(state.actor_params, o, k)[0],
-                             lambda co, a: self.q_value(state.critic_vars, co, a),
-                             obs, critic_obs, key, self.c.best_of_k)
-        return self.policy.eval_action(state.actor_params, obs, key, sampler)
+        return reduce_ensemble(self.member_values(critic_params, critic_obs, action), self.c.ensemble_reduce)
 
     # -- update ----------------------------------------------------------------------------
     def critic_loss(self, params, batch_stats, mb, next_action, next_log_prob, alpha):
         c = self.c
-        cobs, next_cobs = (mb["critic_obs"], mb["next_critic_obs"]) if self.asymmetric else (mb["obs"], mb["next_obs"])
         out, next_out, stats = joint_forward(self.critic, {"params": params, "batch_stats": batch_stats},
-                                             cobs, mb["action"], next_cobs, next_action)
+                                             mb["critic_obs"], mb["action"], mb["next_critic_obs"], next_action)
         next_out = jax.lax.stop_gradient(next_out)
         if self.support is None:
             loss, metrics = scalar_td_loss(out, next_out, mb["reward"], mb["terminated"], next_log_prob, alpha,
@@ -213,12 +206,22 @@ class OffPolicy:
                                                 c.gamma, self.support, c.ensemble_reduce, c.critic_entropy_coef)
         return loss, (stats, metrics)
 
+    @abc.abstractmethod
     def next_sample(self, params, obs, key) -> tuple[jax.Array, jax.Array, jax.Array]:
         """(a' (N, d), l' (N,) for the soft target, dual l' (N,) for the temperature), stop-gradient."""
-        raise NotImplementedError
 
-    def actor_step_loss(self, params, old_params, critic_vars, mb, alpha, key) -> tuple[jax.Array, dict]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def actor_step_loss(self, params, old_params, critic_params, mb, alpha, key) -> tuple[jax.Array, dict]:
+        """(scalar loss, metrics) of one actor step on a minibatch ``mb`` from the buffer (its obs and
+        critic_obs (N, ...), action, reward, ...), against the critic in evaluation mode."""
+
+    def _minibatch(self, buffer: ReplayBuffer, key) -> dict:
+        """``batch_size`` transitions from the buffer; the critic's observations are the actor's ones
+        unless the critic is asymmetric (then they were stored separately)."""
+        mb = sample(buffer, key, self.c.batch_size)
+        if not self.asymmetric:
+            mb.update(critic_obs=mb["obs"], next_critic_obs=mb["next_obs"])
+        return mb
 
     def update(self, state: OffPolicyState, batch: Rollout, key):
         c = self.c
@@ -226,22 +229,22 @@ class OffPolicy:
         old_params = state.actor_params  # the trust region's anchor (amdp-off)
 
         def gradient_step(carry, key_step):
-            actor, critic_vars, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
+            actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
             key_batch, key_next, key_actor = jax.random.split(key_step, 3)
-            mb = sample(buffer, key_batch, c.batch_size)
+            mb = self._minibatch(buffer, key_batch)
             alpha = jnp.exp(log_alpha)
             next_action, next_lp, next_dual_lp = self.next_sample(actor, mb["next_obs"], key_next)
             (critic_loss, (stats, critic_metrics)), grads = jax.value_and_grad(self.critic_loss, has_aux=True)(
-                critic_vars["params"], critic_vars["batch_stats"], mb, next_action, next_lp, alpha)
-            updates, critic_opt = self.critic_optimizer.update(grads, critic_opt, critic_vars["params"])
-            critic_vars = {"params": optax.apply_updates(critic_vars["params"], updates), "batch_stats": stats}
+                critic_params["params"], critic_params["batch_stats"], mb, next_action, next_lp, alpha)
+            updates, critic_opt = self.critic_optimizer.update(grads, critic_opt, critic_params["params"])
+            critic_params = {"params": optax.apply_updates(critic_params["params"], updates), "batch_stats": stats}
             critic_metrics.update({"critic/loss": critic_loss, "critic/grad_norm": optax.global_norm(grads)})
             entropy = -jnp.mean(next_dual_lp)
 
             def actor_update(inner):
                 actor, actor_opt, log_alpha, alpha_opt = inner
                 (_, metrics), grads = jax.value_and_grad(self.actor_step_loss, has_aux=True)(
-                    actor, old_params, critic_vars, mb, alpha, key_actor)
+                    actor, old_params, critic_params, mb, alpha, key_actor)
                 updates, actor_opt = self.actor_optimizer.update(grads, actor_opt, actor)
                 actor = optax.apply_updates(actor, updates)
                 metrics["actor/grad_norm"] = optax.global_norm(grads)
@@ -251,36 +254,30 @@ class OffPolicy:
                     log_alpha = optax.apply_updates(log_alpha, alpha_update)
                 return (actor, actor_opt, log_alpha, alpha_opt), metrics
 
-            inner = (actor, actor_opt, log_alpha, alpha_opt)
-            metrics_shape = jax.eval_shape(actor_update, inner)[1]
             is_actor_step = steps % c.policy_delay == 0
-            inner, actor_metrics = jax.lax.cond(
-                is_actor_step, actor_update,
-                lambda x: (x, jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)), inner)
+            inner, actor_metrics = _cond_or_zeros(is_actor_step, actor_update, (actor, actor_opt, log_alpha, alpha_opt))
             actor, actor_opt, log_alpha, alpha_opt = inner
-            metrics = {**critic_metrics, **actor_metrics, "actor/entropy_estimate": entropy, "dual/alpha": alpha,
-                       "offpolicy/actor_step": is_actor_step.astype(jnp.float32)}
-            return (actor, critic_vars, log_alpha, actor_opt, critic_opt, alpha_opt, steps + 1), metrics
+            every_step = {**critic_metrics, "actor/entropy_estimate": entropy, "dual/alpha": alpha}
+            return ((actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps + 1),
+                    (every_step, actor_metrics, is_actor_step.astype(jnp.float32)))
 
         def learn(carry):
-            carry, metrics = jax.lax.scan(gradient_step, carry, jax.random.split(key, self.updates_per_iteration))
-            flag = metrics.pop("offpolicy/actor_step")
+            carry, (every_step, actor_metrics, flag) = jax.lax.scan(
+                gradient_step, carry, jax.random.split(key, self.updates_per_iteration))
+            # the actor's metrics are averaged over the steps that updated the actor only
             actor_steps = jnp.maximum(jnp.sum(flag), 1.0)
-            means = {k: (jnp.sum(v * flag) / actor_steps if k.startswith("actor/") and k != "actor/entropy_estimate"
-                         else jnp.mean(v)) for k, v in metrics.items()}
+            means = {k: jnp.mean(v) for k, v in every_step.items()}
+            means.update({k: jnp.sum(v * flag) / actor_steps for k, v in actor_metrics.items()})
             return carry, means
 
-        carry = (state.actor_params, state.critic_vars, state.log_alpha, state.actor_opt, state.critic_opt,
+        carry = (state.actor_params, state.critic_params, state.log_alpha, state.actor_opt, state.critic_opt,
                  state.alpha_opt, state.critic_steps)
-        metrics_shape = jax.eval_shape(learn, carry)[1]
         learning = buffer.transitions >= max(c.learning_starts, 1)
-        carry, metrics = jax.lax.cond(
-            learning, learn,
-            lambda x: (x, jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metrics_shape)), carry)
-        actor, critic_vars, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
+        carry, metrics = _cond_or_zeros(learning, learn, carry)
+        actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
         metrics["offpolicy/buffer_transitions"] = buffer.transitions.astype(jnp.float32)
         metrics["offpolicy/learning"] = learning.astype(jnp.float32)
-        return OffPolicyState(actor, critic_vars, log_alpha, actor_opt, critic_opt, alpha_opt, buffer, steps), metrics
+        return OffPolicyState(actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, buffer, steps), metrics
 
 
 class PathwiseOffPolicy(OffPolicy):
@@ -295,10 +292,9 @@ class PathwiseOffPolicy(OffPolicy):
         out = jax.lax.stop_gradient(self.policy.rsample(params, obs, key))
         return out.action, out.log_prob, out.dual_log_prob
 
-    def actor_step_loss(self, params, old_params, critic_vars, mb, alpha, key):
+    def actor_step_loss(self, params, old_params, critic_params, mb, alpha, key):
         out = self.policy.rsample(params, mb["obs"], key)
-        cobs = mb["critic_obs"] if self.asymmetric else mb["obs"]
-        q = self.q_value(critic_vars, cobs, out.action)
+        q = self.q_value(critic_params, mb["critic_obs"], out.action)
         loss = pathwise_actor_loss(out.log_prob, q, alpha)
         return loss, {"actor/loss": loss, "actor/q": jnp.mean(q), "actor/log_prob": jnp.mean(out.log_prob)}
 
@@ -320,9 +316,8 @@ class AdjointOffPolicy(OffPolicy):
         action, aux = self.policy.sample(params, obs, key)
         return action, aux.log_prob_bound, aux.log_prob_bound
 
-    def actor_step_loss(self, params, old_params, critic_vars, mb, alpha, key):
-        cobs = mb["critic_obs"] if self.asymmetric else mb["obs"]
-        grad_q = jax.grad(lambda a: jnp.sum(self.q_value(critic_vars, cobs, a)))(mb["action"])
+    def actor_step_loss(self, params, old_params, critic_params, mb, alpha, key):
+        grad_q = jax.grad(lambda a: jnp.sum(self.q_value(critic_params, mb["critic_obs"], a)))(mb["action"])
         grad_q = jax.lax.stop_gradient(grad_q)
         limit = self.policy.score_clip_limit(mb["pre_squash"], grad_q)  # over the drawn batch
         score, score_metrics = self.policy.matching_scores(mb["pre_squash"], grad_q, limit)

@@ -120,11 +120,12 @@ def critic_optimizer(c, total_updates: int = 1) -> optax.GradientTransformation:
 
 
 class SoftActorCritic:
-    """What REPPO, TruDi and AMDP share besides the losses: acting with the policy, the
-    learned Q, and evaluation samplers (the policy's own plus best-of-K by Q).
+    """What REPPO, TruDi, AMDP and the off-policy family share besides the losses: acting with the
+    policy, the learned Q, and evaluation samplers (the policy's own plus best-of-K by Q).
 
-    Subclasses set ``self.policy``, ``self.critic`` (a CategoricalCritic) and ``self.c``
-    (REPPOConfig); their state has ``actor_params`` and ``critic_params``.
+    Subclasses set ``self.policy``, ``self.critic`` and ``self.c`` (a config with ``best_of_k``); their
+    state has ``actor_params`` and ``critic_params``. ``q_value`` reads a CategoricalCritic; a subclass
+    with another critic overrides it (``diffrl.algos.offpolicy``).
     """
 
     @property
