@@ -2,6 +2,7 @@
 schedule (buffer, learning_starts, UTD, policy delay), AMDP's simulation-free actor step, and
 the settings it refuses."""
 import dataclasses
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -153,9 +154,19 @@ def test_interrupt_and_resume_is_bitwise_identical_with_the_buffer(tmp_path, alg
     from diffrl.checkpoint import latest_valid_checkpoint
     from diffrl.core.run_dir import resume_config
     from diffrl.core.trainer import Trainer
+    from diffrl.export import load_policy
+    from diffrl.export_critic import has_critic
     from test_resume import rows
 
-    Trainer(_tiny_run(algo_name, tmp_path / "full")).run()
+    with warnings.catch_warnings(record=True) as caught:  # the trainer reports a failed export as a warning
+        warnings.simplefilter("always")
+        summary = Trainer(_tiny_run(algo_name, tmp_path / "full")).run()
+    assert not [w for w in caught if "export failed" in str(w.message)], [str(w.message) for w in caught]
+    # the finished run exports its policy (without the CrossQ critic: no best-of-k in the export)
+    act = load_policy(summary["policy_dir"])
+    assert "best-of-k" not in act.info["samplers"] and not has_critic(summary["policy_dir"])
+    action = act(np.zeros((3, act.info["obs_size"]), np.float32), jax.random.key(0))
+    assert action.shape == (3, act.info["action_size"]) and np.all(np.abs(np.asarray(action)) <= 1)
     interrupted = Trainer(_tiny_run(algo_name, tmp_path / "cut"))
     interrupted.progress_fn = lambda row: interrupted.request_stop() if row["env_steps"] == 128 else None
     assert interrupted.run()["interrupted"]

@@ -1,6 +1,6 @@
 """The off-policy presets on the AMDP paper's off-policy tasks run from a fresh clone (smoke budget).
 
-Paper scale (``*-dmc``: DIME's recipe, 2048-wide critics, 16 envs) on dm_control's Dog and Humanoid
+Paper scale (``*-dmc``: DIME's recipe, 2048-wide critics, 24 envs) on dm_control's Dog and Humanoid
 through the host adapter, and on Playground's JAX-native humanoid: each run builds the preset's
 real networks and buffer layout, fills the buffer, takes its gradient steps and evaluates. Only
 the budget, the batch and the episode length are cut (and the buffer, whose size does not change
@@ -25,15 +25,15 @@ LONG_PAIRS = [(algo, env) for algo in ("sac", "dime-off", "amdp-off")
 def smoke(algo, env, out):
     config = resolve(algo, env, f"{algo}-dmc")
     off = dataclasses.replace(config.offpolicy, buffer_size=4096, batch_size=32, learning_starts=16)
-    return config.replace(total_env_steps=3 * 16, num_evals=1, eval_envs=2, episode_length=16, out=str(out),
+    return config.replace(total_env_steps=3 * 24, num_evals=1, eval_envs=2, episode_length=16, out=str(out),
                           progress=False, tensorboard=False, host_workers=0, offpolicy=off)
 
 
 def check(algo, env, tmp_path):
     config = smoke(algo, env, tmp_path / "run")
-    assert config.offpolicy.critic_hidden == (2048, 2048) and config.num_envs == 16 and not config.normalize_obs
+    assert config.offpolicy.critic_hidden == (2048, 2048) and config.num_envs == 24 and not config.normalize_obs
     summary = Trainer(config).run()
-    assert summary["env_steps"] == 48
+    assert summary["env_steps"] == 72 and "policy_dir" in summary
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     last = rows[-1]
     assert last["offpolicy/learning"] > 0 and last["offpolicy/buffer_transitions"] > 16, last

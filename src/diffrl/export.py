@@ -297,11 +297,13 @@ def export_from_train_state(
     sampler = sampler or policy.samplers[0]
     critic_params = getattr(train_state.algo, "critic_params", None)
     best_of_k = getattr(getattr(algo, "c", None), "best_of_k", None)
-    with_critic = (critic_params is not None and best_of_k and not getattr(config, "asymmetric_critic", False)
-                   and hasattr(policy, "acting_sampler"))
+    with_critic = (getattr(algo, "exports_critic", False) and critic_params is not None and best_of_k
+                   and not getattr(config, "asymmetric_critic", False) and hasattr(policy, "acting_sampler"))
     if sampler == "best-of-k" and not with_critic:
-        raise ExportError(f"best-of-k cannot be exported for this {config.algo} run: it needs a critic that sees "
-                          "the policy's observation (runs with --asymmetric-critic train it on privileged state)")
+        raise ExportError(f"best-of-k cannot be exported for this {config.algo} run: it needs a categorical "
+                          "critic (REPPO, TruDi, AMDP; the off-policy CrossQ critic is not in the export format) "
+                          "that sees the policy's observation (runs with --asymmetric-critic train it on "
+                          "privileged state)")
     out = export_policy(
         out_dir, policy_kind_of(policy), policy.config, policy.action_size,
         int(stats.mean.shape[-1]), params, stats, config.normalize_obs, config.obs_clip,

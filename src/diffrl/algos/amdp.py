@@ -123,7 +123,7 @@ class AMDP(SoftActorCritic):
             (_, metrics), grads = jax.value_and_grad(self.policy.matching_loss, has_aux=True)(
                 params, old_params, mb["obs"], mb["pre_squash"], score, key_bridge, alpha, log_lambda)
             updates, opt = self.actor_optimizer.update(grads, opt, params)
-            metrics["actor/grad_norm"] = optax.global_norm(grads)
+            metrics["actor/grad_norm"] = optax.tree.norm(grads)
             return (optax.apply_updates(params, updates), opt), metrics
 
         def dual_loss(duals, drift_kl):

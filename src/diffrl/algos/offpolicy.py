@@ -127,6 +127,10 @@ class OffPolicy(SoftActorCritic, abc.ABC):
     samplers and best-of-K by Q) are :class:`SoftActorCritic`'s. Subclasses define ``next_sample`` and
     ``actor_step_loss``, and may store more of the acting aux (``stored_aux``)."""
 
+    # The batch-renormalised CrossQ critic is not in the export format (a CategoricalCritic):
+    # exports hold the policy alone, and best-of-K runs from checkpoints (diffrl eval).
+    exports_critic = False
+
     def __init__(self, config, spec: EnvSpec, policy, name: str, default_target_mult: float):
         c = config.offpolicy
         if config.normalize_obs:
@@ -228,7 +232,8 @@ class OffPolicy(SoftActorCritic, abc.ABC):
         buffer = add(state.buffer, self._transitions(batch))
         old_params = state.actor_params  # the trust region's anchor (amdp-off)
 
-        def gradient_step(carry, key_step):
+        def critic_step(carry, key_step):
+            """One critic step; returns the minibatch, alpha, entropy and the actor's key for an actor step."""
             actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
             key_batch, key_next, key_actor = jax.random.split(key_step, 3)
             mb = self._minibatch(buffer, key_batch)
@@ -238,36 +243,49 @@ class OffPolicy(SoftActorCritic, abc.ABC):
                 critic_params["params"], critic_params["batch_stats"], mb, next_action, next_lp, alpha)
             updates, critic_opt = self.critic_optimizer.update(grads, critic_opt, critic_params["params"])
             critic_params = {"params": optax.apply_updates(critic_params["params"], updates), "batch_stats": stats}
-            critic_metrics.update({"critic/loss": critic_loss, "critic/grad_norm": optax.global_norm(grads)})
+            critic_metrics.update({"critic/loss": critic_loss, "critic/grad_norm": optax.tree.norm(grads)})
             entropy = -jnp.mean(next_dual_lp)
-
-            def actor_update(inner):
-                actor, actor_opt, log_alpha, alpha_opt = inner
-                (_, metrics), grads = jax.value_and_grad(self.actor_step_loss, has_aux=True)(
-                    actor, old_params, critic_params, mb, alpha, key_actor)
-                updates, actor_opt = self.actor_optimizer.update(grads, actor_opt, actor)
-                actor = optax.apply_updates(actor, updates)
-                metrics["actor/grad_norm"] = optax.global_norm(grads)
-                if c.learn_alpha:
-                    alpha_grad = jax.grad(temperature_loss)(log_alpha, entropy, self.target_entropy)
-                    alpha_update, alpha_opt = self.alpha_optimizer.update(alpha_grad, alpha_opt)
-                    log_alpha = optax.apply_updates(log_alpha, alpha_update)
-                return (actor, actor_opt, log_alpha, alpha_opt), metrics
-
-            is_actor_step = steps % c.policy_delay == 0
-            inner, actor_metrics = _cond_or_zeros(is_actor_step, actor_update, (actor, actor_opt, log_alpha, alpha_opt))
-            actor, actor_opt, log_alpha, alpha_opt = inner
             every_step = {**critic_metrics, "actor/entropy_estimate": entropy, "dual/alpha": alpha}
-            return ((actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps + 1),
-                    (every_step, actor_metrics, is_actor_step.astype(jnp.float32)))
+            carry = (actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps + 1)
+            return carry, every_step, (mb, alpha, entropy, key_actor)
+
+        def actor_step(carry, mb, alpha, entropy, key_actor):
+            actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
+            (_, metrics), grads = jax.value_and_grad(self.actor_step_loss, has_aux=True)(
+                actor, old_params, critic_params, mb, alpha, key_actor)
+            updates, actor_opt = self.actor_optimizer.update(grads, actor_opt, actor)
+            actor = optax.apply_updates(actor, updates)
+            metrics["actor/grad_norm"] = optax.tree.norm(grads)
+            if c.learn_alpha:
+                alpha_grad = jax.grad(temperature_loss)(log_alpha, entropy, self.target_entropy)
+                alpha_update, alpha_opt = self.alpha_optimizer.update(alpha_grad, alpha_opt)
+                log_alpha = optax.apply_updates(log_alpha, alpha_update)
+            return (actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps), metrics
+
+        def critic_only(carry, key_step):
+            carry, every_step, _ = critic_step(carry, key_step)
+            return carry, every_step
+
+        def group(carry, keys):
+            """policy_delay critic steps, the actor stepping after the first of them: the schedule of
+            steps s with s % policy_delay == 0, as every iteration starts at a multiple of the delay
+            (batch_errors). A structural schedule, not a ``lax.cond`` on the step counter: vmapped
+            over seeds, a cond whose predicate is per-seed state becomes a select that computes the
+            actor step at every critic step."""
+            carry, first, (mb, alpha, entropy, key_actor) = critic_step(carry, keys[0])
+            carry, actor_metrics = actor_step(carry, mb, alpha, entropy, key_actor)
+            if c.policy_delay == 1:
+                return carry, (jax.tree_util.tree_map(lambda x: x[None], first), actor_metrics)
+            carry, rest = jax.lax.scan(critic_only, carry, keys[1:])
+            every_step = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+            return carry, (every_step, actor_metrics)
 
         def learn(carry):
-            carry, (every_step, actor_metrics, flag) = jax.lax.scan(
-                gradient_step, carry, jax.random.split(key, self.updates_per_iteration))
-            # the actor's metrics are averaged over the steps that updated the actor only
-            actor_steps = jnp.maximum(jnp.sum(flag), 1.0)
+            keys = jax.random.split(key, self.updates_per_iteration)
+            keys = keys.reshape(self.updates_per_iteration // c.policy_delay, c.policy_delay, *keys.shape[1:])
+            carry, (every_step, actor_metrics) = jax.lax.scan(group, carry, keys)
             means = {k: jnp.mean(v) for k, v in every_step.items()}
-            means.update({k: jnp.sum(v * flag) / actor_steps for k, v in actor_metrics.items()})
+            means.update({k: jnp.mean(v) for k, v in actor_metrics.items()})
             return carry, means
 
         carry = (state.actor_params, state.critic_params, state.log_alpha, state.actor_opt, state.critic_opt,

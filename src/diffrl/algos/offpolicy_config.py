@@ -27,7 +27,8 @@ class OffPolicyConfig:
     learning_starts: int = 5_000
     """Transitions collected (per seed) before the first gradient step."""
     policy_delay: int = 3
-    """The actor and the temperature step once every this many critic steps (CrossQ, DIME: 3)."""
+    """The actor and the temperature step once every this many critic steps (CrossQ, DIME: 3); the
+    gradient steps of an iteration must be a multiple of it."""
     gamma: float = 0.99
     """Discount factor."""
     actor_lr: float = 3e-4
@@ -108,4 +109,9 @@ class OffPolicyConfig:
         if abs(steps - round(steps)) > 1e-6 or round(steps) < 1:
             return [f"--offpolicy.utd ({self.utd}) x num_envs * num_steps ({batch_size}) must be a whole "
                     f"number of gradient steps >= 1 (got {steps:g})"]
+        if self.policy_delay >= 1 and round(steps) % self.policy_delay:
+            # every iteration then starts at a multiple of the delay: the actor's schedule is a fixed
+            # structure of each iteration (offpolicy.py), the same for every seed
+            return [f"the {round(steps)} gradient steps of an iteration (--offpolicy.utd {self.utd} x num_envs * "
+                    f"num_steps {batch_size}) must be a multiple of --offpolicy.policy-delay ({self.policy_delay})"]
         return []

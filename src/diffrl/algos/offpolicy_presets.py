@@ -5,8 +5,8 @@ github.com/ALRhub/DIME ``configs/``): 1M env steps per task (DIME's dm_control b
 dog-run and humanoid-run curves go on to 3M), buffer 1M, batch 256, UTD 2, policy delay 3,
 5,000 transitions before learning, two categorical critics of width 2048 with 101 atoms on
 [-200, 200], no observation normalisation (the critics batch-renormalise their inputs), 16 DIME
-denoising steps. DIME steps one environment; here 16 step in parallel (one iteration = 16
-transitions and 32 critic steps), the same update-to-data ratio.
+denoising steps. DIME steps one environment; here 24 step in parallel (one iteration = 24
+transitions, 48 critic steps and 16 actor steps), the same update-to-data ratio and delay.
 
 CPU scale (``*-dmc-cpu``, ``*-gymnax``): narrower critics and policies, a smaller buffer, UTD 0.5;
 measured (benchmarks/results/offpolicy_learning): all three swing up gymnax Pendulum-v1 within 20k
@@ -23,7 +23,7 @@ OFF_POLICY_ALGOS = ("sac", "dime-off", "amdp-off")
 _COMMON = {"normalize_obs": False, "offpolicy.critic": "categorical"}
 
 _PAPER = {
-    **_COMMON, "total_env_steps": 1_000_000, "num_envs": 16, "num_steps": 1, "num_evals": 20,
+    **_COMMON, "total_env_steps": 1_000_000, "num_envs": 24, "num_steps": 1, "num_evals": 20,
     "offpolicy.buffer_size": 1_000_000, "offpolicy.batch_size": 256, "offpolicy.utd": 2.0,
     "offpolicy.learning_starts": 5_000, "offpolicy.critic_hidden": (2048, 2048),
 }
@@ -45,6 +45,11 @@ _GYMNAX = {
     "offpolicy.renorm_warmup": 2_000,
 }
 
+# sac and dime-off step their actor every 2nd critic step at CPU scale: an iteration's 32 critic steps
+# must be a multiple of the delay (the schedule is a fixed structure of each iteration), and 2 is the
+# divisor nearest DIME's 3.
+_CPU_DELAY = {"offpolicy.policy_delay": 2}
+
 # Per algorithm: the policy's settings at each scale (paper: DIME's 16-step chain with a 256-wide
 # control net; the Gaussian as SAC's 256 x 256).
 # DECISION: amdp-off steps its actor after EVERY critic step (policy delay 1; DIME and CrossQ delay
@@ -53,11 +58,11 @@ _GYMNAX = {
 # with delay 1 against -660 with delay 3, wall-clock 101 s against 104 s.
 _POLICY = {
     "sac": {"paper": {"gaussian.hidden": (256, 256), "gaussian.norm": "none"},
-            "dmc-cpu": {"gaussian.hidden": (128, 128), "gaussian.norm": "none"},
-            "gymnax": {"gaussian.hidden": (64, 64), "gaussian.norm": "none"}},
+            "dmc-cpu": {"gaussian.hidden": (128, 128), "gaussian.norm": "none", **_CPU_DELAY},
+            "gymnax": {"gaussian.hidden": (64, 64), "gaussian.norm": "none", **_CPU_DELAY}},
     "dime-off": {"paper": {"diffusion.num_steps": 16, "diffusion.hidden": (256, 256, 256)},
-                 "dmc-cpu": {"diffusion.num_steps": 8, "diffusion.hidden": (128, 128)},
-                 "gymnax": {"diffusion.num_steps": 8, "diffusion.hidden": (64, 64)}},
+                 "dmc-cpu": {"diffusion.num_steps": 8, "diffusion.hidden": (128, 128), **_CPU_DELAY},
+                 "gymnax": {"diffusion.num_steps": 8, "diffusion.hidden": (64, 64), **_CPU_DELAY}},
     "amdp-off": {"paper": {"adjoint.num_steps": 16, "adjoint.hidden": (256, 256, 256), "offpolicy.policy_delay": 1},
                  "dmc-cpu": {"adjoint.num_steps": 16, "adjoint.hidden": (128, 128), "offpolicy.policy_delay": 1},
                  "gymnax": {"adjoint.num_steps": 16, "adjoint.hidden": (64, 64), "offpolicy.policy_delay": 1}},

@@ -163,7 +163,7 @@ class PPO:
             params, opt_state = carry
             (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, minibatch, key_step)
             updates, opt_state = self.optimizer.update(grads, opt_state, params)
-            metrics["optim/grad_norm"] = optax.global_norm(grads)
+            metrics["optim/grad_norm"] = optax.tree.norm(grads)
             return (optax.apply_updates(params, updates), opt_state), metrics
 
         params = {"policy": state.policy_params, "value": state.value_params}

@@ -136,7 +136,7 @@ class REPPO(SoftActorCritic):
             if c.alpha_max > 0:
                 params, log_alpha, log_beta = actor_vars
                 actor_vars = (params, jnp.minimum(log_alpha, math.log(c.alpha_max)), log_beta)
-            actor_metrics["actor/grad_norm"] = optax.global_norm(grads[0])
+            actor_metrics["actor/grad_norm"] = optax.tree.norm(grads[0])
             return (actor_vars, critic_params, actor_opt, critic_opt), {**critic_metrics, **actor_metrics}
 
         carry = ((state.actor_params, state.log_alpha, state.log_beta), state.critic_params,

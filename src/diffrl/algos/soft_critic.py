@@ -63,7 +63,7 @@ def critic_step(
     (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     metrics = {f"critic/{k}": v for k, v in metrics.items()}
-    metrics["critic/grad_norm"] = optax.global_norm(grads)
+    metrics["critic/grad_norm"] = optax.tree.norm(grads)
     return optax.apply_updates(params, updates), opt_state, metrics
 
 
@@ -127,6 +127,10 @@ class SoftActorCritic:
     state has ``actor_params`` and ``critic_params``. ``q_value`` reads a CategoricalCritic; a subclass
     with another critic overrides it (``diffrl.algos.offpolicy``).
     """
+
+    # The export format holds a CategoricalCritic (diffrl.export_critic): an export of such a run
+    # carries its critic, so that the deployed policy offers best-of-K too.
+    exports_critic = True
 
     @property
     def samplers(self) -> tuple[str, ...]:
