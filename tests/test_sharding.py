@@ -48,7 +48,8 @@ RUN = textwrap.dedent("""
             diffusion=DiffusionPolicyConfig(hidden=(16, 16), num_steps=4),
             adjoint=AdjointPolicyConfig(hidden=(16, 16), num_steps=4),
             **({"normalize_obs": False, "offpolicy": OffPolicyConfig(
-                buffer_size=256, learning_starts=8, batch_size=16, utd=0.5, critic_hidden=(16,), num_bins=11)}
+                buffer_size=256, learning_starts=8, batch_size=16, utd=0.5, policy_delay=2,
+                critic_hidden=(16,), num_bins=11)}
                if algo.endswith("-off") else {})))[0]
 
     def train(algo, devices):
