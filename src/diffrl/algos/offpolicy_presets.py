@@ -10,7 +10,7 @@ transitions, 48 critic steps and 16 actor steps), the same update-to-data ratio 
 
 CPU scale (``*-dmc-cpu``, ``*-gymnax``): narrower critics and policies, a smaller buffer, UTD 0.5;
 measured (benchmarks/results/offpolicy_learning): all three swing up gymnax Pendulum-v1 within 20k
-steps; on Playground CartpoleBalance SAC balances within 25k steps (3-4 min per seed on one core) while
+steps (amdp-off with a bound on its control, as the on-policy amdp-dmc-cpu preset); on Playground CartpoleBalance SAC balances within 25k steps (3-4 min per seed on one core) while
 AMDP does not learn it yet at that budget (open). dog-run and humanoid-run: DIME's curves go on to 3M steps
 (pass --total-env-steps 3000000 to compare at its budget).
 """
@@ -50,6 +50,14 @@ _GYMNAX = {
 # divisor nearest DIME's 3.
 _CPU_DELAY = {"offpolicy.policy_delay": 2}
 
+# amdp-off at CPU scale bounds its control (B tanh(f / B), B = 4), as the on-policy amdp-dmc-cpu preset
+# does: without it one Pendulum seed of 5 fell after its swing-up (-126 at 16k steps, -908 at 20k) as
+# the temperature ran away (alpha 0.17 -> 0.80) with the drift's trust-region multiplier decaying to
+# 0.05; with it (5 seeds, benchmarks/results/offpolicy_learning/pendulum_amdp_control_bound_4) no seed
+# fell (largest drop 0.04 of the random-to-maximum range), alpha ended at 0.03-0.12 and the final median
+# was 0.889 of the range (SAC 0.889, DIME 0.888).
+_AMDP_CPU_BOUND = {"adjoint.control_bound": 4.0}
+
 # Per algorithm: the policy's settings at each scale (paper: DIME's 16-step chain with a 256-wide
 # control net; the Gaussian as SAC's 256 x 256).
 # DECISION: amdp-off steps its actor after EVERY critic step (policy delay 1; DIME and CrossQ delay
@@ -64,8 +72,10 @@ _POLICY = {
                  "dmc-cpu": {"diffusion.num_steps": 8, "diffusion.hidden": (128, 128), **_CPU_DELAY},
                  "gymnax": {"diffusion.num_steps": 8, "diffusion.hidden": (64, 64), **_CPU_DELAY}},
     "amdp-off": {"paper": {"adjoint.num_steps": 16, "adjoint.hidden": (256, 256, 256), "offpolicy.policy_delay": 1},
-                 "dmc-cpu": {"adjoint.num_steps": 16, "adjoint.hidden": (128, 128), "offpolicy.policy_delay": 1},
-                 "gymnax": {"adjoint.num_steps": 16, "adjoint.hidden": (64, 64), "offpolicy.policy_delay": 1}},
+                 "dmc-cpu": {"adjoint.num_steps": 16, "adjoint.hidden": (128, 128), "offpolicy.policy_delay": 1,
+                             **_AMDP_CPU_BOUND},
+                 "gymnax": {"adjoint.num_steps": 16, "adjoint.hidden": (64, 64), "offpolicy.policy_delay": 1,
+                            **_AMDP_CPU_BOUND}},
 }
 
 
