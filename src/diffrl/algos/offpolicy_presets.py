@@ -10,8 +10,9 @@ transitions, 48 critic steps and 16 actor steps), the same update-to-data ratio 
 
 CPU scale (``*-dmc-cpu``, ``*-gymnax``): narrower critics and policies, a smaller buffer, UTD 0.5;
 measured (benchmarks/results/offpolicy_learning): all three swing up gymnax Pendulum-v1 within 20k
-steps (amdp-off with a bound on its control, as the on-policy amdp-dmc-cpu preset); on Playground CartpoleBalance SAC balances within 25k steps (3-4 min per seed on one core) while
-AMDP does not learn it yet at that budget (open). dog-run and humanoid-run: DIME's curves go on to 3M steps
+steps (amdp-off with a bound on its control, as the on-policy amdp-dmc-cpu preset); on Playground
+CartpoleBalance SAC balances within 25k steps (3-4 min per seed on one core) while AMDP rises above the
+random policy but does not balance yet at that budget (open). dog-run and humanoid-run: DIME's curves go on to 3M steps
 (pass --total-env-steps 3000000 to compare at its budget).
 """
 from __future__ import annotations
