@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from diffrl.nets.control import ControlNet
-from diffrl.nets.mlp import MLP, check_architecture, mlp_param_count
+from diffrl.nets.mlp import MLP, Dense, check_architecture, mlp_param_count
 
 
 def _count(params) -> int:
@@ -21,6 +21,45 @@ def test_parameter_count_closed_form_matches_flax(arch, hidden, norm):
     net = MLP(hidden=hidden, out=5, norm=norm, arch=arch)
     params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 7)))
     assert _count(params) == mlp_param_count(7, hidden, 5, arch, norm)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_dense_on_parts_is_dense_on_their_broadcast_concatenation(dtype):
+    """nets.mlp.Dense multiplies each part at its own batch shape: the same parameters (names, shapes,
+    initial values) and, up to float32 rounding, the same output as flax's Dense on the concatenation."""
+    import flax.linen as nn
+    keys = jax.random.split(jax.random.PRNGKey(3), 3)
+    x = jax.random.normal(keys[0], (4, 5, 2))
+    obs = jax.random.normal(keys[1], (5, 3))
+    t = jax.random.normal(keys[2], (4, 1, 6))
+    full = jnp.concatenate([x, jnp.broadcast_to(obs, (4, 5, 3)), jnp.broadcast_to(t, (4, 5, 6))], axis=-1)
+    ours, theirs = Dense(7, dtype=dtype), nn.Dense(7, dtype=dtype)
+    params = ours.init(jax.random.PRNGKey(0), (x, obs, t))
+    reference = theirs.init(jax.random.PRNGKey(0), full)
+    assert jax.tree.structure(params) == jax.tree.structure(reference)
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(reference)):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == jnp.float32
+    params = jax.tree.map(lambda a: a + 0.1, params)  # a non-zero bias too
+    out, expected = ours.apply(params, (x, obs, t)), theirs.apply(params, full)
+    assert out.shape == expected.shape == (4, 5, 7) and out.dtype == expected.dtype == dtype
+    tol = 1e-5 if dtype == jnp.float32 else 2e-2
+    np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(expected, np.float32), atol=tol, rtol=tol)
+    np.testing.assert_array_equal(ours.apply(params, full), theirs.apply(params, full))
+
+
+def test_control_net_time_and_observation_at_their_own_shapes():
+    """ControlNet embeds t at t's shape and conditions on obs at obs's shape: a scalar t, or one t per
+    chain step (N, 1), gives the output of t and obs broadcast to every row; the first layer keeps
+    the name and shape of a Dense on [x, obs, time embedding] (parameters saved before load)."""
+    net = ControlNet(action_size=2, hidden=(16, 16), time_dim=4, num_frequencies=3, output_scale=1.0)
+    x = jax.random.normal(jax.random.PRNGKey(1), (3, 5, 2))
+    obs = jax.random.normal(jax.random.PRNGKey(2), (5, 6))
+    params = net.init(jax.random.PRNGKey(0), x, obs, jnp.float32(0.0))
+    assert params["params"]["MLP_0"]["Dense_0"]["kernel"].shape == (2 + 6 + 4, 16)
+    per_row = lambda t: net.apply(params, x, jnp.broadcast_to(obs, (3, 5, 6)), jnp.broadcast_to(t, (3, 5)))  # noqa: E731
+    for t in (jnp.float32(2.0), jnp.arange(3.0).reshape(3, 1)):
+        np.testing.assert_allclose(net.apply(params, x, obs, t), per_row(t), atol=1e-6, rtol=1e-5)
 
 
 def test_residual_blocks_are_residual_and_bf16_keeps_float32_parameters():

@@ -39,7 +39,7 @@ class FourierTimeEmbedding(nn.Module):
 
 
 class ControlNet(nn.Module):
-    """f_theta(x, s, t): (..., d), (..., obs), (...,) -> (..., d).
+    """f_theta(x, s, t): (..., d), (..., obs), (...,) -> (..., d), the three batch shapes broadcastable.
 
     The output layer's kernel is scaled by ``output_scale`` (1e-8 in DIME) and its
     bias is zero, so f is near zero at initialisation. Outputs are clipped to
@@ -64,11 +64,13 @@ class ControlNet(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, obs: jax.Array, t: jax.Array) -> jax.Array:
-        t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x.shape[:-1])
-        obs = jnp.broadcast_to(obs, x.shape[:-1] + obs.shape[-1:])
-        temb = FourierTimeEmbedding(self.num_frequencies, 2 * self.time_dim, self.time_dim)(t)
+        # The time embedding runs at t's own shape (a scalar per step of a chain, (N, 1, ..) for
+        # all steps at once) and the first layer multiplies obs and time at their own shapes
+        # (nets.mlp.Dense): only x's product and the hidden layers are computed per (state, step)
+        # row. The same function as embedding every row and concatenating [x, obs, temb].
+        temb = FourierTimeEmbedding(self.num_frequencies, 2 * self.time_dim, self.time_dim)(
+            jnp.asarray(t, jnp.float32))
         activation(self.act)  # validate the name early
-        h = jnp.concatenate([x, obs, temb], axis=-1)
         out = MLP(
             hidden=tuple(self.hidden),
             out=self.action_size,
@@ -77,7 +79,7 @@ class ControlNet(nn.Module):
             output_scale=self.output_scale,
             arch=self.arch,
             matmul_dtype=self.matmul_dtype,
-        )(h)
+        )((x, obs, temb))
         if self.bound > 0:
             out = self.bound * jnp.tanh(out / self.bound)
         return jnp.clip(out, -self.clip, self.clip)

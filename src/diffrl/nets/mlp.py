@@ -63,6 +63,38 @@ def mlp_param_count(in_size: int, hidden: Sequence[int], out: int, arch: str = "
     return sum(a * b + b + per_norm * b for a, b in zip(sizes[:-1], sizes[1:])) + sizes[-1] * out + out
 
 
+class Dense(nn.Module):
+    """A Dense layer whose input may come as PARTS of its last axis, each at its own batch shape.
+
+    ``Dense(f)((a, b, c))`` equals ``nn.Dense(f)(concatenate([a, b, c], -1))`` with a, b, c broadcast
+    to one batch shape, but multiplies each part by its rows of the kernel at the part's own shape
+    and broadcasts the sums: a diffusion policy's control net sees one observation per state and
+    one time per chain step, so those products are computed once, not for every (state, step) row.
+    Same parameters as ``nn.Dense`` ("kernel" (in, f), "bias" (f,), same initialisers); the class is
+    named ``Dense`` so that flax names it ``Dense_<i>`` like the layer it stands in for, and
+    parameters saved before it existed load unchanged.
+    """
+
+    features: int
+    dtype: object = None
+    kernel_init: Callable = nn.initializers.lecun_normal()
+
+    @nn.compact
+    def __call__(self, parts: jax.Array | Sequence[jax.Array]) -> jax.Array:
+        parts = (parts,) if isinstance(parts, jax.Array) else tuple(parts)
+        sizes = [p.shape[-1] for p in parts]
+        kernel = self.param("kernel", self.kernel_init, (sum(sizes), self.features), jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
+        dtype = self.dtype or jnp.result_type(*parts, kernel)
+        out, start = None, 0
+        for part, size in zip(parts, sizes):  # partial sums in float32, as one dot accumulates
+            term = jnp.dot(part.astype(dtype), kernel[start:start + size].astype(dtype),
+                           preferred_element_type=jnp.float32)
+            out = term if out is None else out + term
+            start += size
+        return out.astype(dtype) + bias.astype(dtype)
+
+
 def activation(name: str) -> Callable[[jax.Array], jax.Array]:
     if name not in ACTIVATIONS:
         raise ValueError(f"unknown activation '{name}'; choose from {sorted(ACTIVATIONS)}")
@@ -96,16 +128,18 @@ class MLP(nn.Module):
     matmul_dtype: str = "float32"
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array | Sequence[jax.Array]) -> jax.Array:
+        """x: (..., in), or a tuple of parts (..., in_i) of the input with broadcastable batch shapes
+        (the first layer multiplies each at its own shape, :class:`Dense`)."""
         act = activation(self.act)
         dtype = matmul_dtype(self.matmul_dtype)
-        out_dtype = x.dtype
+        out_dtype = x.dtype if isinstance(x, jax.Array) else jnp.result_type(*x)
         init = nn.initializers.variance_scaling(
             max(self.output_scale, 1e-30) ** 2, "fan_in", "truncated_normal"
         )
         if self.arch == "residual":
             width = self.hidden[0]
-            x = nn.Dense(width, dtype=dtype)(x)
+            x = Dense(width, dtype=dtype)(x)
             for _ in self.hidden:
                 h = nn.LayerNorm(dtype=dtype)(x)
                 h = act(nn.Dense(RESIDUAL_EXPANSION * width, dtype=dtype)(h))
@@ -113,12 +147,13 @@ class MLP(nn.Module):
             x = nn.LayerNorm(dtype=dtype)(x)
         elif self.arch == "mlp":
             norm = normalisation(self.norm)
-            for width in self.hidden:
-                x = nn.Dense(width, dtype=dtype)(x)
+            for i, width in enumerate(self.hidden):
+                x = (Dense if i == 0 else nn.Dense)(width, dtype=dtype)(x)
                 if norm is not None:
                     x = norm(dtype=dtype)(x)
                 x = act(x)
         else:
             raise ValueError(f"unknown arch '{self.arch}'; choose from {ARCHS}")
-        x = nn.Dense(self.out, kernel_init=init, dtype=dtype)(x).astype(out_dtype)
+        x = (nn.Dense if isinstance(x, jax.Array) else Dense)(self.out, kernel_init=init, dtype=dtype)(x)
+        x = x.astype(out_dtype)
         return act(x) if self.activate_output else x

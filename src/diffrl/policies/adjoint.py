@@ -166,7 +166,7 @@ class AdjointPolicy:
 
     def control(self, params, x: jax.Array, obs: jax.Array, t: jax.Array) -> jax.Array:
         """u_theta = sigma_t f_theta(x, s, t). x: (..., d), obs: (..., o), t broadcastable to (...)."""
-        t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x.shape[:-1])
+        t = jnp.asarray(t, jnp.float32)  # not broadcast: the net embeds each distinct t once
         return self.ref.sigma(t)[..., None] * self.net.apply(params, x, obs, t)
 
     def _control_fn(self, params, obs) -> Callable[[jax.Array, jax.Array], jax.Array]:

@@ -12,9 +12,11 @@ learned step sizes, and implements :class:`~diffrl.policies.base.PathwisePolicy`
   what the reference temperature dual uses) or ell itself (``dual_uses="full"``).
 * ``trust_region_kl``: trajectory KL(old || new) (E8), closed form (E9, with log-variance terms
   when dt / friction are learned) or the sampled log-ratio, along old chains: ``kl_paths="fresh"``
-  simulates K new old-policy chains per state (the reference; 2N sequential network calls per
-  path), ``"behaviour"`` reuses the acting chain the rollout stored (an old-policy draw at exactly
-  that state, so the estimate stays unbiased; N network calls in one batch and no call of the
+  simulates K new old-policy chains per state (the reference; N sequential calls of the old
+  network without gradient, then the new one on all N states of the chains in one batched call,
+  :func:`dis_chain.fresh_path_kl`: the reference's values, cheaper to differentiate than its
+  interleaved scan), ``"behaviour"`` reuses the acting chain the rollout stored (an old-policy draw
+  at exactly that state, so the estimate stays unbiased; the same batched call and no call of the
   old network). ``trust_region`` chooses what is bounded (TruDi's ablation, and the on-policy
   DIME baseline): "trajectory" as above; "action", the KL of the action marginals only, which has
   no closed form and is estimated from K old and K new chains on common noise as the KL of their
@@ -116,8 +118,8 @@ class DiffusionPolicyConfig:
     kl_paths: str = "fresh"
     """Old paths the trajectory KL is measured along: 'fresh' (K chains simulated per state and
     SGD step, the reference) or 'behaviour' (the acting chain stored in the rollout, one per
-    state: unbiased, as it is a draw of the old policy at that state, and about 3x cheaper per
-    path since the old network is never called and the new one runs on all steps at once)."""
+    state: unbiased, as it is a draw of the old policy at that state, and cheaper since the old
+    chain is not simulated again; docs/benchmarks.md gives both costs)."""
     noise_free_coef: float = 1.0
     """Control scale c of the 'noise-free' evaluation sampler (reference shipped 1.0)."""
     step_std_min: float = 0.0
@@ -396,9 +398,9 @@ class DiffusionPolicy:
             )
         else:
             noise = self._noise(key, (cfg.kl_samples, *obs.shape[:-1]))
-            closed, sampled = dis_chain.trajectory_kl(
+            closed, sampled = dis_chain.fresh_path_kl(
                 self._control_fn(old_params, obs),
-                self._control_fn(params, obs),
+                self._control_fn(params, obs),  # called once, on all steps of the old chains
                 self.step_sizes(old_params),
                 self.step_sizes(params),
                 cfg.sigma0,

