@@ -68,8 +68,11 @@ class ControlNet(nn.Module):
         # all steps at once) and the first layer multiplies obs and time at their own shapes
         # (nets.mlp.Dense): only x's product and the hidden layers are computed per (state, step)
         # row. The same function as embedding every row and concatenating [x, obs, temb].
+        t = jnp.asarray(t, jnp.float32)
+        # a scalar t is embedded as one row (the embedding's Dense layers then stay rank-2 products,
+        # as ONNX's Gemm requires) and broadcast from there
         temb = FourierTimeEmbedding(self.num_frequencies, 2 * self.time_dim, self.time_dim)(
-            jnp.asarray(t, jnp.float32))
+            t.reshape(1) if t.ndim == 0 else t)
         activation(self.act)  # validate the name early
         out = MLP(
             hidden=tuple(self.hidden),
@@ -80,6 +83,7 @@ class ControlNet(nn.Module):
             arch=self.arch,
             matmul_dtype=self.matmul_dtype,
         )((x, obs, temb))
+        out = out.reshape(jnp.broadcast_shapes(x.shape[:-1], obs.shape[:-1], t.shape) + out.shape[-1:])
         if self.bound > 0:
             out = self.bound * jnp.tanh(out / self.bound)
         return jnp.clip(out, -self.clip, self.clip)
