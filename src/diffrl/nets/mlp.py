@@ -82,10 +82,6 @@ class Dense(nn.Module):
     @nn.compact
     def __call__(self, parts: jax.Array | Sequence[jax.Array]) -> jax.Array:
         parts = (parts,) if isinstance(parts, jax.Array) else tuple(parts)
-        batch = jnp.broadcast_shapes(*(p.shape[:-1] for p in parts))
-        # A part without batch axes (one time embedding for a whole chain step) is multiplied as one
-        # row: ONNX's Gemm, which exporters map a matrix product to, takes rank-2 inputs only.
-        parts = tuple(p[None] if p.ndim == 1 else p for p in parts)
         sizes = [p.shape[-1] for p in parts]
         kernel = self.param("kernel", self.kernel_init, (sum(sizes), self.features), jnp.float32)
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
@@ -96,7 +92,7 @@ class Dense(nn.Module):
                            preferred_element_type=jnp.float32)
             out = term if out is None else out + term
             start += size
-        return (out.astype(dtype) + bias.astype(dtype)).reshape(batch + (self.features,))
+        return out.astype(dtype) + bias.astype(dtype)
 
 
 def activation(name: str) -> Callable[[jax.Array], jax.Array]:
