@@ -1,4 +1,5 @@
-"""Test-wide settings: CPU, headless rendering, a fast-compiling XLA, a persistent compilation cache."""
+"""Test-wide settings: CPU, headless rendering, a fast-compiling XLA, a persistent compilation cache,
+one core per pytest-xdist worker."""
 import os
 from pathlib import Path
 
@@ -16,6 +17,31 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("DIFFRL_TEST_USER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+
+
+
+def pin_xdist_worker(worker: str | None, num_workers: int, cores: list[int]) -> set[int] | None:
+    """The cores a pytest-xdist worker ``gwI`` keeps: the I-th of ``num_workers`` equal, disjoint
+    blocks of ``cores`` (None: not an xdist worker, or more workers than cores).
+
+    ``make test`` runs 2 workers on 2 cores, and most tests are compute-bound XLA programs whose
+    thread pool takes every core it is allowed: two workers then run 4 busy threads on 2 cores,
+    and the threads that spin waiting for work take cycles from those that have it. One core per
+    worker, measured on two CartpoleBalance trainings run side by side (20k steps, 4 seeds): TruDi
+    265 -> 243 s, AMDP 219 -> 193 s (XLA's thread pool sizes itself from the affinity mask).
+    """
+    if not worker or not worker.startswith("gw") or num_workers < 1 or num_workers > len(cores):
+        return None
+    index, per_worker = int(worker[2:]), len(cores) // num_workers
+    return set(cores[index * per_worker:(index + 1) * per_worker])
+
+
+if hasattr(os, "sched_setaffinity"):  # Linux; elsewhere the workers share the cores
+    _worker_cores = pin_xdist_worker(os.environ.get("PYTEST_XDIST_WORKER"),
+                                     int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")),
+                                     sorted(os.sched_getaffinity(0)))
+    if _worker_cores:
+        os.sched_setaffinity(0, _worker_cores)
 
 import jax  # noqa: E402
 

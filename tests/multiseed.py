@@ -12,7 +12,8 @@ how two machines (or two XLA settings) are compared seed by seed.
 
 The training runs in a child process with the caller's own ``XLA_FLAGS``
 (:data:`USER_XLA_FLAGS`): the pytest process compiles at a lower XLA optimisation level
-(tests/conftest.py), which would change the code the thresholds were measured with.
+(tests/conftest.py), which would change the code the thresholds were measured with. The child
+runs on one core (one XLA thread), whatever the machine's core count.
 """
 from __future__ import annotations
 
@@ -33,7 +34,16 @@ USER_XLA_FLAGS = os.environ.get(USER_XLA_FLAGS_VAR, os.environ.get("XLA_FLAGS", 
 optimisation level of the pytest processes (learning runs use these)."""
 
 # What the child process runs: the default preset plus the test's changes, as `diffrl train` would.
-_RUNNER = """
+# It runs on ONE core (the first its parent may use), so XLA's thread pool has one thread on every
+# machine: how XLA splits work between threads changes the rounding (TruDi's CartpoleBalance seeds
+# after 20k steps: 256 271 257 298 with 2 threads, 248 286 219 432 with 1), so a learning verdict
+# would otherwise depend on the core count of the machine as well as on its CPU.
+ONE_CORE = """
+import os
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+"""
+_RUNNER = ONE_CORE + """
 import json, sys
 from diffrl.core.trainer import Trainer
 from diffrl.presets import resolve
