@@ -29,7 +29,7 @@ def tiny_config(out=None):
         critic=config.critic.__class__(**{**config.critic.__dict__, "hidden": 32}))
 
 
-@pytest.mark.heavy(56)
+@pytest.mark.heavy(32)
 def test_trains_through_the_registry(tmp_path):
     config = tiny_config(tmp_path / "run")
     chunks = []

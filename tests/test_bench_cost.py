@@ -46,7 +46,7 @@ def test_bench_subcommands():
     assert main(["bench", "costs"]) == 2
 
 
-@pytest.mark.heavy(80)
+@pytest.mark.heavy(34)
 def test_measures_every_group_and_records_raw_timings(tmp_path, capsys):
     out = tmp_path / "cost.json"
     rc = main(["bench", "cost"] + TINY + ["--algos", "amdp", "--diffusion-steps", "2,4", "--json", str(out)])

@@ -68,6 +68,7 @@ def test_help_documents_fields(capsys):
     assert "--total-env-steps" in text and "Parallel environments per seed" in text
 
 
+@pytest.mark.heavy(49)
 def test_eval_export_plot_on_a_run(tmp_path, capsys):
     import jax
     import numpy as np

@@ -64,7 +64,7 @@ def test_spent_budget_still_writes_the_record(tmp_path):
     assert "- learn: skipped: budget spent" in (out / "gpu.md").read_text()
 
 
-@pytest.mark.heavy(110)
+@pytest.mark.heavy(94)
 def test_dry_run_through_run_sh_writes_every_part(tmp_path):
     out = tmp_path / "gpu"
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}

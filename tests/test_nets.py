@@ -108,7 +108,7 @@ def test_bad_architecture_refused(arch, hidden, dtype, message):
         check_architecture(arch, hidden, dtype, "adjoint")
 
 
-@pytest.mark.heavy(40)
+@pytest.mark.heavy(23)
 def test_amdp_trains_a_policy_of_more_than_ten_million_parameters():
     """AMDP's matching regression never backpropagates through the chain, so a 10M+ parameter
     control net (5 residual blocks of width 512) trains on a CPU: two iterations, finite losses."""

@@ -41,6 +41,7 @@ def check(algo, env, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy(92)  # compiles the paper-scale programs (tests/conftest.py starts it early)
 @pytest.mark.parametrize("algo, env", PAIRS)
 def test_paper_preset_smoke(tmp_path, algo, env):
     check(algo, env, tmp_path)

@@ -58,7 +58,7 @@ def test_real_checkout_is_left_alone(tmp_path, monkeypatch):
     assert sorted(p.name for p in checkout.iterdir()) == ["unitree_g1"]
 
 
-@pytest.mark.heavy(45)
+@pytest.mark.heavy(30)
 def test_humanoid_tasks_take_the_presets_overrides():
     """The mirrors LOCOMOTION_ENVS and PRIVILEGED_OBS_ENVS match Playground; every locomotion robot
     is packaged; the humanoid presets' override (no random pushes, as in REPPO) exists for their

@@ -83,9 +83,9 @@ def run_python(code: str, env_extra: dict | None = None, timeout: int = 300) -> 
     # Gaussian twins cost ~100 s of cold compiles and run in the long tier.
     pytest.param("ppo", marks=long_only("PPO's 1-vs-2-device parity (also checked across 2 processes)")),
     pytest.param("reppo", marks=long_only("REPPO's 1-vs-2-device parity (its update is TruDi's)")),
-    pytest.param("trudi", marks=pytest.mark.heavy(77)), pytest.param("amdp", marks=pytest.mark.heavy(45)),
+    pytest.param("trudi", marks=pytest.mark.heavy(54)), pytest.param("amdp", marks=pytest.mark.heavy(43)),
     # the off-policy family: its replay buffer is split over the devices along the env axis
-    pytest.param("amdp-off", marks=pytest.mark.heavy(40))])
+    pytest.param("amdp-off", marks=pytest.mark.heavy(34))])
 def test_two_devices_match_one_device(algo):
     out = run_python(RUN + textwrap.dedent(f"""
         (initial, one), (_, two) = train({algo!r}, 1), train({algo!r}, 2)
@@ -178,7 +178,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.heavy(67)
+@pytest.mark.heavy(72)
 def test_two_processes_match_one_process(tmp_path):
     """jax.distributed with 2 CPU processes (gloo collectives), one device each, runs the
     trainer's global program; process 0 writes the run; parameters match 1 process."""

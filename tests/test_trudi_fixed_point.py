@@ -40,7 +40,7 @@ def folded_tv(actions, p_bins, edges):
 # (squash, TV bound, spread bound): measured 0.37 / 0.047 (tanh) and 0.13 / 0.018 (erf); the
 # bounds leave ~0.05 TV (sampling error of TV with 10k samples in 20 bins is ~0.02) and ~25 %.
 # 1500 Adam steps each: compute-bound, about 45 s at the test processes' XLA level 0 (conftest.py)
-@pytest.mark.heavy(45)
+@pytest.mark.heavy(40)
 @pytest.mark.parametrize("squash,max_tv,max_spread", [
     # CI keeps the erf squash (the bandit presets'); tanh's run is the same code in the long tier
     pytest.param("tanh", 0.45, 0.06, marks=long_only("the tanh twin of the erf case, ~55 s")),
