@@ -19,7 +19,6 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 
 
-
 def pin_xdist_worker(worker: str | None, num_workers: int, cores: list[int]) -> set[int] | None:
     """The cores a pytest-xdist worker ``gwI`` keeps: the I-th of ``num_workers`` equal, disjoint
     blocks of ``cores`` (None: not an xdist worker, or more workers than cores).
