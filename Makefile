@@ -10,7 +10,7 @@ STAMP := $(VENV)/.diffrl-installed
 TRAIN_ARGS ?= --algo trudi --env playground/CartpoleBalance --total-env-steps 327680 --num-evals 8
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-host train test render-deps clean-venv
+.PHONY: setup setup-host setup-maniskill vulkan-deps train test render-deps clean-venv
 
 setup: $(STAMP)
 
@@ -36,6 +36,32 @@ $(HOST_STAMP): $(STAMP) requirements-host.lock
 	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements-host.lock -c requirements.lock
 	touch $(HOST_STAMP)
 
+# ManiSkill3 (maniskill/<Task>, stepped outside JAX): the CPU build of torch first (pip: a local CPU wheel
+# where the machine has one, else PyTorch's CPU index; PyPI's own torch is a CUDA build of several GB),
+# then requirements-maniskill.lock, then a Vulkan driver for SAPIEN. Not needed by `make train`.
+MANISKILL_STAMP := $(VENV)/.diffrl-maniskill-installed
+setup-maniskill: $(MANISKILL_STAMP)
+
+$(MANISKILL_STAMP): $(STAMP) requirements-maniskill.lock
+	$(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0+cpu" 2>/dev/null || \
+	  $(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0+cpu" \
+	    --extra-index-url https://download.pytorch.org/whl/cpu
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements-maniskill.lock -c requirements.lock
+	@$(MAKE) --no-print-directory vulkan-deps
+	touch $(MANISKILL_STAMP)
+
+# SAPIEN needs a Vulkan driver even without rendering. Debian 12's lavapipe (Mesa 22) is refused by it;
+# Mesa 25's from bookworm-backports works. Best effort: where apt-get is usable as root and no lavapipe
+# of Mesa >= 23 is installed, install it (other systems: a GPU driver, or any Vulkan 1.2+ driver).
+vulkan-deps:
+	@if dpkg-query -W -f='$${Version}' mesa-vulkan-drivers 2>/dev/null | grep -qE '^(2[3-9]|[3-9][0-9])\.'; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && grep -qs 'bookworm' /etc/os-release; then \
+	  echo "installing Mesa's Vulkan driver (lavapipe) from bookworm-backports for ManiSkill"; \
+	  (echo "deb http://deb.debian.org/debian bookworm-backports main" > /etc/apt/sources.list.d/diffrl-backports.list && \
+	   apt-get update -qq && apt-get install -y -qq -t bookworm-backports mesa-vulkan-drivers libvulkan1 >/dev/null) || \
+	  echo "warning: could not install a Vulkan driver; maniskill/ tasks need one"; \
+	else echo "note: maniskill/ tasks need a Vulkan driver (Mesa >= 23's lavapipe, or a GPU's)"; fi
+
 # Headless video (diffrl eval --video) renders with MuJoCo through EGL (OSMesa as fallback).
 # Best effort: installs the system libraries when they are missing and apt-get is usable.
 render-deps:
@@ -51,7 +77,7 @@ train: setup
 
 # Two pytest workers (pytest-xdist): the suite is dominated by compiling and by small
 # single-threaded training programs, so two processes keep both CPU cores busy.
-test: setup setup-host
+test: setup setup-host setup-maniskill
 	JAX_PLATFORMS=cpu MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --dist worksteal $(PYTEST_ARGS)
 
 clean-venv:

@@ -11,7 +11,8 @@ CI tier, one test per listed task (so the two workers share them):
   engine under random controls within the actuator ranges, from the model's first keyframe, and the
   state stays finite: the physics model itself runs;
 * tasks that compile in about a second (gymnax, toy) step jitted;
-* host tasks (dm_control ``dmc/``, gymnasium ``gym/``) are built, reset and stepped through the trainer's batch.
+* host tasks (dm_control ``dmc/``, gymnasium ``gym/``, ManiSkill3 ``maniskill/``) are built, reset and
+  stepped through the trainer's batch.
 
 Long tier: every task steps jitted (reset and two steps), observation and reward finite. Compiling a
 task's MJX step costs 10-200 s of one core (about 20 minutes for the whole catalogue), which is why
@@ -72,8 +73,9 @@ def _check_state(spec, state):
 def test_the_catalogue_is_complete():
     """Every suite's tasks are listed, none twice."""
     assert len(TASKS) == len(set(TASKS))
-    suites = {s: sum(t.startswith(s + "/") for t in TASKS) for s in ("playground", "brax", "gymnax", "toy", "dmc", "gym")}
-    assert suites == {"playground": 44, "brax": 11, "gymnax": 5, "toy": 4, "dmc": 51, "gym": 13}
+    suites = {s: sum(t.startswith(s + "/") for t in TASKS) for s in ("playground", "brax", "gymnax", "toy", "dmc", "gym",
+                                                                    "maniskill")}
+    assert suites == {"playground": 44, "brax": 11, "gymnax": 5, "toy": 4, "dmc": 51, "gym": 13, "maniskill": 36}
     assert sum(suites.values()) == len(TASKS)
 
 
@@ -114,7 +116,7 @@ def _trace(env):
 
 
 def _step_host(name, num_steps=5):
-    """A host task (dm_control, gymnasium) through the batch the trainer uses: built, reset, stepped."""
+    """A host task (dm_control, gymnasium, ManiSkill) through the batch the trainer uses: built, reset, stepped."""
     from diffrl.envs.host import SerialVecEnv
     from diffrl.envs.host_registry import single_env_factory
 

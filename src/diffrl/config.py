@@ -80,9 +80,9 @@ class TrainConfig:
     REPPO reference results used, 2-150x faster than Warp on CPUs) or warp (Playground 0.2.0's own
     default; needs the warp-lang package, which diffrl does not install)."""
     host_workers: int = 2
-    """Worker processes that step host environments (dmc/*: simulators stepped outside JAX, see
-    docs/environments.md); each steps a contiguous slice of the batch. 0 steps them in the training
-    process. Ignored by JAX environments."""
+    """Worker processes that step host environments (dmc/*, gym/*, maniskill/*: simulators stepped
+    outside JAX, see docs/environments.md); each steps a contiguous slice of the batch. 0 steps them in
+    the training process. Ignored by JAX environments."""
     env_overrides: tuple[str, ...] = ()
     """Playground task config overrides, KEY=VALUE with dotted keys and VALUE read as JSON
     (e.g. push_config.enable=false); the *-humanoid-* presets turn off random pushes, as REPPO did."""

@@ -114,6 +114,18 @@ PRESETS.update({
     "ppo-locomotion-cpu": dict(_LOCOMOTION_CPU_PPO),
 })
 
+# ManiSkill3 table-top tasks on CPU (host environments, maniskill/*): ManiSkill's PPO baseline
+# (examples/baselines/ppo in haosulab/ManiSkill: gamma 0.8, GAE lambda 0.9, 4 epochs, learning rate
+# 3e-4, no entropy bonus, 3 x 256 networks) at 32 envs x 50 steps (one 50-step episode of
+# PickCube/PushCube per env and iteration) instead of its 512-4096 GPU envs.
+PRESETS["ppo-maniskill-cpu"] = {
+    "algo": "ppo", "total_env_steps": 1_000_000, "num_envs": 32, "num_steps": 50,
+    "ppo.learning_rate": 3e-4, "ppo.ent_coef": 0.0, "ppo.gamma": 0.8, "ppo.gae_lambda": 0.9,
+    "ppo.num_epochs": 4, "ppo.num_minibatches": 8, "ppo.clip_eps": 0.2, "ppo.max_grad_norm": 0.5,
+    "gaussian.hidden": (256, 256, 256), "gaussian.norm": "none", "ppo.value_hidden": (256, 256, 256),
+    "num_evals": 10, "eval_envs": 16,
+}
+
 
 # Small-batch stability (benchmarks/results/stability/): with 32 envs x 32 steps and 128 SGD steps
 # per iteration, two REPPO-reference settings made every member of the family (REPPO, TruDi, AMDP)
@@ -169,6 +181,13 @@ PRESETS.update({
     "reppo-humanoid-small": {"algo": "reppo", **_reppo_humanoid(32, 4)},
     "reppo-humanoid-large": {"algo": "reppo", **_reppo_humanoid(128, 16)},
     "reppo-dmc-cpu": {"algo": "reppo", "total_env_steps": 1_000_000, **_REPPO_CPU},
+    # ManiSkill3 on CPU: the CPU recipe with REPPO's ManiSkill changes (cvoelcker/reppo,
+    # config/experiments/maniskill.yaml and config/env/maniskill.yaml): gamma 0.8, lambda 0.95,
+    # 4 epochs, a critic support of [-15, 15] (ManiSkill's normalized dense reward is in [0, 1] per
+    # step, so soft values stay within about 1 / (1 - 0.8) = 5), 50-step episodes.
+    "reppo-maniskill-cpu": {"algo": "reppo", **_REPPO_CPU, "total_env_steps": 1_000_000,
+                            "reppo.gamma": 0.8, "reppo.td_lambda": 0.95, "reppo.num_epochs": 4,
+                            "critic.vmin": -15.0, "critic.vmax": 15.0, "num_steps": 50, "eval_envs": 16},
     "reppo-humanoid-cpu": {"algo": "reppo", **_LOCOMOTION_CPU_REPPO, **_HUMANOID_ENV},
     "reppo-locomotion-cpu": {"algo": "reppo", **_LOCOMOTION_CPU_REPPO},
     # gymnax classic control: small nets, many SGD steps per sample (learns Pendulum in ~30k steps).
@@ -262,8 +281,8 @@ def _diffusion_variant(family: str, base: dict[str, Any], cpu: bool) -> dict[str
 
 for _family in _DIFFUSION_FAMILIES:
     for _name in ("dmc-small", "dmc-medium", "dmc-large", "humanoid-small", "humanoid-large",
-                  "dmc-cpu", "humanoid-cpu", "locomotion-cpu", "gymnax", "toy", "bandit"):
-        _cpu = _name in ("dmc-cpu", "humanoid-cpu", "locomotion-cpu", "gymnax", "toy", "bandit")
+                  "dmc-cpu", "humanoid-cpu", "locomotion-cpu", "maniskill-cpu", "gymnax", "toy", "bandit"):
+        _cpu = _name in ("dmc-cpu", "humanoid-cpu", "locomotion-cpu", "maniskill-cpu", "gymnax", "toy", "bandit")
         PRESETS[f"{_family}-{_name}"] = _diffusion_variant(_family, PRESETS[f"reppo-{_name}"], _cpu)
 
 # The bandit's optimum has two narrow peaks (std ~0.03 at +-0.5). Under tanh the DIME prior
@@ -384,6 +403,9 @@ def default_preset(algo: str, env: str) -> str | None:
         # gymnasium's MuJoCo tasks (host environments): the CPU-sized MuJoCo-control presets
         ("ppo", "gym"): "ppo-dmc-cpu",
         ("reppo", "gym"): "reppo-dmc-cpu",
+        # ManiSkill3's CPU backend (host environments): 32 envs, 50-step episodes
+        ("ppo", "maniskill"): "ppo-maniskill-cpu",
+        ("reppo", "maniskill"): "reppo-maniskill-cpu",
         ("reppo", "gymnax"): "reppo-gymnax",
         ("reppo", "toy"): "reppo-toy",
         ("ppo", "humanoid"): "ppo-humanoid-cpu",

@@ -201,7 +201,7 @@ def render_host_rollout(env_name: str, act_fn: Callable, key, num_steps: int, he
                         episode_length: int | None = None) -> list[np.ndarray]:
     """:func:`render_rollout` for a host environment, stepped in this process: dm_control tasks are
     drawn by their own ``physics.render``, gymnasium MuJoCo tasks by ``mujoco.Renderer`` on their model
-    and data; episode ``k`` starts from seed ``k``."""
+    and data, ManiSkill tasks by SAPIEN's render camera; episode ``k`` starts from seed ``k``."""
     import jax
     import jax.numpy as jnp
 
@@ -246,6 +246,10 @@ def _host_drawer(env, env_name: str, height: int, width: int, camera) -> Callabl
             return np.asarray(renderer.render())
 
         return draw
+    if env_name.startswith("maniskill/"):  # SAPIEN's own render camera, resized to the requested frame
+        from PIL import Image
+
+        return lambda: np.asarray(Image.fromarray(env.render()).resize((width, height), Image.BILINEAR))
     raise NoRendererError(f"{env_name} has no MuJoCo model to render")
 
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 from diffrl.envs.base import EnvSpec
 
-HOST_PREFIXES: tuple[str, ...] = ("dmc/", "gym/")
+HOST_PREFIXES: tuple[str, ...] = ("dmc/", "gym/", "maniskill/")
 """Suites of host environments."""
 
 
@@ -33,12 +33,20 @@ def _make_gym(task: str):
     return GymnasiumHostEnv(task)
 
 
+def _make_maniskill(task: str):
+    from diffrl.envs.maniskill import ManiSkillEnv
+
+    return ManiSkillEnv(task)
+
+
 def single_env_factory(name: str) -> Callable[[], object]:
     """A picklable ``() -> HostEnv`` for ``name`` (worker processes build their own envs with it)."""
     if name.startswith("dmc/"):
         return functools.partial(_make_dmc, name.split("/", 1)[1])
     if name.startswith("gym/"):
         return functools.partial(_make_gym, name.split("/", 1)[1])
+    if name.startswith("maniskill/"):
+        return functools.partial(_make_maniskill, name.split("/", 1)[1])
     raise ValueError(f"{name!r} is not a host environment (suites: {', '.join(HOST_PREFIXES)})")
 
 

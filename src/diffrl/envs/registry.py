@@ -1,8 +1,8 @@
 """Environments by name: ``make("playground/CartpoleSwingup")``.
 
 Names are ``<suite>/<task>`` with suites ``playground`` (MuJoCo Playground DM Control
-Suite and locomotion), ``brax``, ``gymnax``, ``toy``, and the host suites ``dmc`` (dm_control) and ``gym``
-(gymnasium), stepped outside JAX (``diffrl.envs.host``); users add their own with :func:`register`.
+Suite and locomotion), ``brax``, ``gymnax``, ``toy``, and the host suites ``dmc`` (dm_control), ``gym``
+(gymnasium) and ``maniskill`` (ManiSkill3), stepped outside JAX (``diffrl.envs.host``); users add their own with :func:`register`.
 ``make`` returns the bare, unbatched env (wrap it with
 :func:`diffrl.envs.wrappers.wrap` for training; a ``dmc/`` name gives one host env). Listing names imports no simulator;
 the suite's library is imported only when one of its envs is made.
@@ -17,6 +17,7 @@ from diffrl.envs.brax_envs import BRAX_ENVS
 from diffrl.envs.dmc import DMC_TASKS
 from diffrl.envs.gymnasium_env import GYM_TASKS
 from diffrl.envs.gymnax_envs import GYMNAX_ENVS
+from diffrl.envs.maniskill import MANISKILL_TASKS, NEEDS_DOWNLOAD
 from diffrl.envs.playground import DMC_ENVS, LOCOMOTION_ENVS, MANIPULATION_ENVS
 
 EnvFactory = Callable[..., Env]
@@ -76,6 +77,7 @@ def _builtin() -> dict[str, EnvFactory]:
     table.update({f"gymnax/{t}": _gymnax(t) for t in GYMNAX_ENVS})
     table.update({f"dmc/{t}": _host(f"dmc/{t}") for t in DMC_TASKS})
     table.update({f"gym/{t}": _host(f"gym/{t}") for t in GYM_TASKS})
+    table.update({f"maniskill/{t}": _host(f"maniskill/{t}") for t in MANISKILL_TASKS})
     table["toy/MirrorGoals"] = _toy("MirrorGoals")
     table["toy/BimodalBandit"] = _toy("BimodalBandit")
     table["toy/OctahedronGoals"] = _toy("OctahedronGoals")
@@ -103,6 +105,13 @@ def _unknown(name: str) -> ValueError:
             "robots are not packaged for offline use). The DM Control Suite and locomotion "
             "tasks are (see list_envs())."
         )
+    if name.startswith("maniskill/") and task in NEEDS_DOWNLOAD:
+        from diffrl.envs.maniskill import check_task
+
+        try:
+            check_task(task)
+        except ValueError as e:
+            return e
     close = difflib.get_close_matches(name, list(_REGISTRY), n=5, cutoff=0.6)
     if not close:  # a bare task name ("CartpoleSwingup") still finds its suite
         by_task = {n.split("/", 1)[-1]: n for n in _REGISTRY}
