@@ -93,7 +93,8 @@ def test_a_task_that_downloads_assets_is_refused_before_anything_starts(tmp_path
 @pytest.mark.timeout(300)
 def test_trains_evaluates_and_records_through_the_trainer(tmp_path):
     """REPPO on maniskill/PushCube-v1 through the trainer, 2 seeds, 2 worker processes: finite
-    evaluations with returns within the 50-step episode's [0, 50]; then a video of the policy."""
+    evaluations with returns within the 50-step episode's [0, 50] and a success rate per seed; then
+    a video of the policy."""
     from diffrl.core.trainer import Trainer
     from diffrl.video import render_rollout
 
@@ -108,8 +109,30 @@ def test_trains_evaluates_and_records_through_the_trainer(tmp_path):
     evals = [r["eval/seed_returns"] for r in rows if "eval/seed_returns" in r]
     assert len(evals) == 3 and all(len(e) == 2 for e in evals)
     assert all(0.0 <= x <= 50.0 for e in evals for x in e)
+    assert all(len(r["eval/seed_success_rate"]) == 2 and 0.0 <= r["eval/success_rate"] <= 1.0
+               for r in rows if "eval/seed_returns" in r)
 
     frames = render_rollout("maniskill/PushCube-v1", lambda obs, key: jnp.zeros(8), jax.random.PRNGKey(0),
                             num_steps=2, height=48, width=64)
     assert len(frames) == 3 and frames[0].shape == (48, 64, 3) and frames[0].dtype == np.uint8
     assert frames[0].std() > 0  # not a blank image
+
+
+def test_success_is_reported_when_an_episode_ends_and_only_for_tasks_that_have_one():
+    """The batch carries ManiSkill's success of an episode (any step) on the step it ends; a task
+    without one (dm_control) gives NaN, and evaluation then logs no success rate."""
+    from diffrl.envs.host import SerialVecEnv
+    from diffrl.envs.host_registry import single_env_factory
+
+    vec = SerialVecEnv(single_env_factory("maniskill/PushCube-v1"), num_envs=2, episode_length=3)
+    vec.reset(seed=0, spread_counters=False)
+    vec._slots[0].env.success_once = True  # as if env 0 had reached the goal during this episode
+    steps = [vec.step(np.zeros((2, 8))) for _ in range(3)]
+    assert [s.done.tolist() for s in steps] == [[False, False], [False, False], [True, True]]
+    assert steps[-1].episode_success.tolist() == [1.0, 0.0] and steps[0].episode_success.tolist() == [0.0, 0.0]
+    assert vec._slots[0].env.success_once is False  # the next episode starts without it
+    vec.close()
+    vec = SerialVecEnv(single_env_factory("dmc/cartpole-balance"), num_envs=1, episode_length=2)
+    vec.reset(seed=0, spread_counters=False)
+    assert np.isnan([vec.step(np.zeros((1, 1))) for _ in range(2)][-1].episode_success).all()
+    vec.close()

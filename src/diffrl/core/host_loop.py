@@ -159,17 +159,22 @@ class HostComponents:
         alive = np.ones(S * E, bool)
         ret = np.zeros(S * E, np.float64)
         steps = np.zeros(S * E, np.int32)
+        success = np.zeros(S * E, np.float64)  # of each episode, on the step it ends (HostStep)
         for t in range(self.spec.episode_length):
             action = self._eval_act(algo_state, obs_stats, critic_stats, jnp.asarray(self._by_seed(obs, E)),
                                     step_keys[:, t], sampler)
             out = self._eval_env.step(np.asarray(action).reshape(S * E, -1))
             ret += np.where(alive, out.reward, 0.0)
             steps += alive
+            success = np.where(alive & out.done, out.episode_success, success)
             alive &= ~out.done
             obs = out.obs
             if not alive.any():
                 break
         ret, steps = self._by_seed(ret, E), self._by_seed(steps, E)
-        return {"episode_return": ret.mean(axis=1), "episode_return_std": ret.std(axis=1),
-                "episode_length": steps.astype(np.float64).mean(axis=1)}
+        metrics = {"episode_return": ret.mean(axis=1), "episode_return_std": ret.std(axis=1),
+                   "episode_length": steps.astype(np.float64).mean(axis=1)}
+        if not np.isnan(success).any():  # the task reports success (ManiSkill): each episode's, until it ends
+            metrics["success_rate"] = self._by_seed(success, E).mean(axis=1)
+        return metrics
 

@@ -155,7 +155,7 @@ class Trainer:
                 row[prefix + k] = float(np.mean(v))
                 # Per seed too: seeds are the unit of evidence (medians, collapsed seeds).
                 name = "seed_returns" if k == "episode_return" else f"seed_{k}"
-                if k in ("episode_return", "behaviour_entropy", "mode_reached"):
+                if k in ("episode_return", "behaviour_entropy", "mode_reached", "success_rate"):
                     row[prefix + name] = [float(x) for x in v]
         return row
 

@@ -40,7 +40,12 @@ from diffrl.envs.base import EnvSpec
 
 
 class HostEnv(Protocol):
-    """One environment stepped on the host (numpy in and out)."""
+    """One environment stepped on the host (numpy in and out).
+
+    Optional: a task that knows when it succeeded keeps a boolean ``success_once`` attribute (True once
+    the current episode has reached success; False again after ``reset``): the batch reports it when
+    an episode ends (:attr:`HostStep.episode_success`) and evaluation logs the success rate.
+    """
 
     spec: EnvSpec
 
@@ -68,6 +73,10 @@ class HostStep(NamedTuple):
     """(B,) float32: the finished episode's return on the step it ends, else 0."""
     episode_length: np.ndarray
     """(B,) int32: the finished episode's length on the step it ends, else 0."""
+    episode_success: np.ndarray
+    """(B,) float32: on the step an episode ends, 1 if it reached the task's success at any step and
+    0 if not, for tasks that report one (a ``success_once`` attribute, e.g. ManiSkill); NaN for tasks
+    that do not; 0 on other steps."""
 
     @property
     def done(self) -> np.ndarray:
@@ -102,7 +111,7 @@ class _Slot:
         self.seed, self.episode = int(seed), 0
         obs = self._new_episode()
         self.step_count = int(first_step_count)
-        return obs, 0.0, False, False, obs, 0.0, 0
+        return obs, 0.0, False, False, obs, 0.0, 0, 0.0
 
     def step(self, action: np.ndarray) -> tuple:
         obs, reward, terminated, sim_truncated = self.env.step(native_action(action, self.low, self.high))
@@ -114,8 +123,11 @@ class _Slot:
         truncated = (bool(sim_truncated) or self.step_count >= self.limit) and not terminated
         if terminated or truncated:
             ep_return, ep_length = self.ep_return, self.ep_length
-            return self._new_episode(), float(reward), terminated, truncated, final, ep_return, ep_length
-        return final, float(reward), False, False, final, 0.0, 0
+            success = getattr(self.env, "success_once", None)  # read before the reset clears it
+            success = float("nan") if success is None else float(bool(success))
+            return (self._new_episode(), float(reward), terminated, truncated, final, ep_return, ep_length,
+                    success)
+        return final, float(reward), False, False, final, 0.0, 0, 0.0
 
 
 def _stack(rows: list[tuple]) -> HostStep:
@@ -128,6 +140,7 @@ def _stack(rows: list[tuple]) -> HostStep:
         final_obs=np.stack(cols[4]).astype(np.float32),
         episode_return=np.asarray(cols[5], np.float32),
         episode_length=np.asarray(cols[6], np.int32),
+        episode_success=np.asarray(cols[7], np.float32),
     )
 
 

@@ -26,6 +26,9 @@ Decisions:
   dense reward keeps paying at a reached goal and a zero value there would make success look worse
   than hovering next to it;
 * each episode is reset with its own seed (``reset(seed=...)``), so episodes are reproducible;
+* an episode's success is ManiSkill's ``success`` at any of its steps (``success_once``, as ManiSkill's
+  baselines report it); evaluation logs the rate over episodes (``eval/success_rate``, per seed
+  ``eval/seed_success_rate``);
 * actions are the default controller's (``pd_joint_delta_pos`` for the arms), bounds from the
   action space;
 * the environment renders with ``render_mode="rgb_array"`` (videos; ``render`` gives one frame).
@@ -166,14 +169,19 @@ class ManiSkillEnv:
                             action_low=tuple(float(x) for x in low), action_high=tuple(float(x) for x in high),
                             episode_length=int(limit or 1000))
         check_spec(self.spec)
+        self.success_once = False
+        """Whether the current episode has reached the task's success (read by the host batch when
+        an episode ends: ``HostStep.episode_success``, the evaluation's ``success_rate``)."""
 
     def reset(self, seed: int) -> np.ndarray:
         obs, _ = self.env.reset(seed=int(seed) % 2**31)
+        self.success_once = False
         return _numpy(obs).astype(np.float32).ravel()
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
-        obs, reward, terminated, truncated, _ = self.env.step(np.asarray(action, np.float32).reshape(self._shape))
+        obs, reward, terminated, truncated, info = self.env.step(np.asarray(action, np.float32).reshape(self._shape))
         terminated, truncated = bool(_numpy(terminated).any()), bool(_numpy(truncated).any())
+        self.success_once = self.success_once or bool(_numpy(info.get("success", False)).any())
         if terminated and self.bootstrap_at_termination:
             terminated, truncated = False, True
         return _numpy(obs).astype(np.float32).ravel(), float(_numpy(reward).ravel()[0]), terminated, truncated
