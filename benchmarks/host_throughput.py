@@ -1,19 +1,22 @@
-"""Host-environment throughput: dm_control steps/s against the number of worker processes.
+"""Host-environment throughput: env steps/s against the number of worker processes.
 
-Measured side by side in one run (this machine is noisy), for each task:
+Tasks are host-environment names (``dmc/walker-walk``, ``maniskill/PickCube-v1``; a bare name is a
+dm_control task). Measured side by side in one run (this machine is noisy), for each task:
 
-* ``sim alone``: one dm_control env stepped in a plain Python loop with random actions (the
-  simulator's single-threaded ceiling);
+* ``sim alone``: one env stepped in a plain Python loop with random actions (the simulator's
+  single-threaded ceiling);
 * ``batch, W workers``: ``diffrl.envs.host`` batches of ``--num-envs`` envs (time limit, auto-reset
   and statistics included) stepped with random actions, W = 0 (in this process) and 1, 2, 4 worker
   processes;
 * optionally gymnasium's ``AsyncVectorEnv`` (``--gymnasium``: one process per env, its design) on
-  the same dm_control task;
+  the same task;
 * optionally ``envpool`` (``--envpool-python``: a Python with envpool installed; it needs
   Python >= 3.11 and the envpool asset packages, so it is not a diffrl dependency): its
   ``dm_control`` port of the same task at the same batch size, ``num_threads`` = 2.
 
     python benchmarks/host_throughput.py --gymnasium --envpool-python /path/to/envpool/venv/bin/python
+    python benchmarks/host_throughput.py --tasks maniskill/PushCube-v1,maniskill/PickCube-v1 \
+        --out benchmarks/results/host_throughput_maniskill
 """
 from __future__ import annotations
 
@@ -29,16 +32,20 @@ from pathlib import Path
 
 import numpy as np
 
-TASKS = ("cartpole-balance", "walker-walk", "humanoid-walk", "dog-run")
-ENVPOOL_NAMES = {"cartpole-balance": "CartpoleBalance-v1", "walker-walk": "WalkerWalk-v1",
-                 "humanoid-walk": "HumanoidWalk-v1", "dog-run": "DogRun-v1"}
+TASKS = ("dmc/cartpole-balance", "dmc/walker-walk", "dmc/humanoid-walk", "dmc/dog-run")
+ENVPOOL_NAMES = {"dmc/cartpole-balance": "CartpoleBalance-v1", "dmc/walker-walk": "WalkerWalk-v1",
+                 "dmc/humanoid-walk": "HumanoidWalk-v1", "dmc/dog-run": "DogRun-v1"}
 """envpool's names for the same dm_control tasks (None: envpool has no port)."""
 
 
-def sim_alone(task: str, seconds: float) -> float:
-    from diffrl.envs.dmc import DmControlEnv
+def host_name(task: str) -> str:
+    return task if "/" in task else f"dmc/{task}"
 
-    env = DmControlEnv(task)
+
+def sim_alone(task: str, seconds: float) -> float:
+    from diffrl.envs.host_registry import single_env_factory
+
+    env = single_env_factory(host_name(task))()
     rng = np.random.default_rng(0)
     low, high = np.array(env.spec.action_low), np.array(env.spec.action_high)
     env.reset(0)
@@ -55,7 +62,7 @@ def batched(task: str, num_envs: int, workers: int, seconds: float) -> float:
     from diffrl.envs.host import make_vec_env
     from diffrl.envs.host_registry import single_env_factory
 
-    vec = make_vec_env(single_env_factory(f"dmc/{task}"), num_envs, workers)
+    vec = make_vec_env(single_env_factory(host_name(task)), num_envs, workers)
     try:
         rng = np.random.default_rng(0)
         vec.reset(0)
@@ -70,14 +77,14 @@ def batched(task: str, num_envs: int, workers: int, seconds: float) -> float:
 
 
 def _gymnasium_env(task: str):
-    """dm_control's task as a gymnasium Env (for gymnasium's AsyncVectorEnv)."""
+    """A host task as a gymnasium Env (for gymnasium's AsyncVectorEnv)."""
     import gymnasium as gym
 
-    from diffrl.envs.dmc import DmControlEnv
+    from diffrl.envs.host_registry import single_env_factory
 
     class DmcGym(gym.Env):
         def __init__(self):
-            self.env = DmControlEnv(task)
+            self.env = single_env_factory(host_name(task))()
             spec = self.env.spec
             self.observation_space = gym.spaces.Box(-np.inf, np.inf, (spec.obs_size,), np.float32)
             self.action_space = gym.spaces.Box(np.array(spec.action_low, np.float32),
@@ -125,7 +132,7 @@ ENVPOOL_SNIPPET = textwrap.dedent("""
 
 
 def envpool_rate(python: str, task: str, num_envs: int, seconds: float) -> float | str:
-    name = ENVPOOL_NAMES.get(task)
+    name = ENVPOOL_NAMES.get(host_name(task))
     if name is None:
         return "no port"
     out = subprocess.run([python, "-c", ENVPOOL_SNIPPET, name, str(num_envs), str(seconds)],
@@ -150,7 +157,7 @@ def main(argv=None) -> int:
     workers = [int(w) for w in args.workers.split(",")]
     rows = []
     for task in args.tasks.split(","):
-        row = {"task": f"dmc/{task}", "sim_alone": sim_alone(task, args.seconds)}
+        row = {"task": host_name(task), "sim_alone": sim_alone(task, args.seconds)}
         for w in workers:
             row[f"workers_{w}"] = batched(task, args.num_envs, w, args.seconds)
         if args.gymnasium:

@@ -16,6 +16,7 @@ pytest.importorskip("mani_skill")  # the maniskill extra: `make test` installs i
 
 from diffrl.envs import registry  # noqa: E402
 from diffrl.envs.maniskill import MANISKILL_TASKS, NEEDS_DOWNLOAD, ManiSkillEnv  # noqa: E402
+from diffrl.overrides import set_field  # noqa: E402
 from diffrl.presets import resolve  # noqa: E402
 
 # Registered ManiSkill 3.0.1 tasks that build offline but have no reward to learn from (no dense
@@ -101,8 +102,9 @@ def test_trains_evaluates_and_records_through_the_trainer(tmp_path):
     config = resolve("reppo", "maniskill/PushCube-v1", None).replace(
         num_envs=4, num_steps=10, num_seeds=2, total_env_steps=2 * 40, num_evals=2, eval_envs=2,
         host_workers=2, out=str(tmp_path / "run"), progress=False, tensorboard=False)
-    config = config.replace(reppo=config.reppo.__class__(**{**config.reppo.__dict__, "num_minibatches": 2,
-                                                              "num_epochs": 1}))
+    for field, value in (("reppo.num_minibatches", 2), ("reppo.num_epochs", 1), ("critic.hidden", 32),
+                         ("gaussian.hidden", (32, 32))):  # small programs: compiling is most of the cost
+        config = set_field(config, field, value)
     summary = Trainer(config).run()
     assert summary["env_steps"] == 80 and not summary["interrupted"]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -86,7 +86,7 @@ NEEDS_DOWNLOAD: dict[str, str] = {
 """ManiSkill 3.0.1 tasks that download assets at run time (they fail offline), with what they need."""
 
 EXTRA = "maniskill"
-"""The pip extra (``pip install torch==2.13.0`` first, then ``pip install 'diffrl[maniskill]'``)."""
+"""The pip extra (the CPU build of ``torch==2.13.0`` first, then ``pip install 'diffrl[maniskill]'``)."""
 
 
 class ManiSkillMissing(ValueError):
@@ -117,8 +117,8 @@ def _import_maniskill():
     except ImportError as e:
         raise ManiSkillMissing(
             f"maniskill/ tasks need ManiSkill3, which is not installed ({e}). Install the CPU build of torch "
-            f"first (`pip install torch==2.13.0`), then the extra (`pip install 'diffrl[{EXTRA}]'`), or run "
-            "`make setup-maniskill`.") from None
+            "first (`pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu`), then the "
+            f"extra (`pip install 'diffrl[{EXTRA}]'`), or run `make setup-maniskill`.") from None
     return gym
 
 
