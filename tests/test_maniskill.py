@@ -91,6 +91,7 @@ def test_a_task_that_downloads_assets_is_refused_before_anything_starts(tmp_path
         registry.make("maniskill/PickCub-v1")
 
 
+@pytest.mark.heavy(40)  # measured seconds, one core (tests/conftest.py starts heavy tests first)
 @pytest.mark.timeout(300)
 def test_trains_evaluates_and_records_through_the_trainer(tmp_path):
     """REPPO on maniskill/PushCube-v1 through the trainer, 2 seeds, 2 worker processes: finite
