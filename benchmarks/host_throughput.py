@@ -82,7 +82,7 @@ def _gymnasium_env(task: str):
 
     from diffrl.envs.host_registry import single_env_factory
 
-    class DmcGym(gym.Env):
+    class HostGym(gym.Env):
         def __init__(self):
             self.env = single_env_factory(host_name(task))()
             spec = self.env.spec
@@ -97,7 +97,7 @@ def _gymnasium_env(task: str):
             obs, reward, terminated, truncated = self.env.step(action)
             return obs, reward, terminated, truncated, {}
 
-    return DmcGym()
+    return HostGym()
 
 
 def gymnasium_async(task: str, num_envs: int, workers: int, seconds: float) -> float:

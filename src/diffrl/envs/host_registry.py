@@ -13,13 +13,6 @@ from typing import Callable
 
 from diffrl.envs.base import EnvSpec
 
-HOST_PREFIXES: tuple[str, ...] = ("dmc/", "gym/", "maniskill/")
-"""Suites of host environments."""
-
-
-def is_host_env(name: str) -> bool:
-    return name.startswith(HOST_PREFIXES)
-
 
 def _make_dmc(task: str):
     from diffrl.envs.dmc import DmControlEnv
@@ -39,14 +32,22 @@ def _make_maniskill(task: str):
     return ManiSkillEnv(task)
 
 
+_MAKERS: dict[str, Callable[[str], object]] = {"dmc/": _make_dmc, "gym/": _make_gym, "maniskill/": _make_maniskill}
+"""Each host suite's ``task -> HostEnv`` (module-level functions: picklable for worker processes)."""
+
+HOST_PREFIXES: tuple[str, ...] = tuple(_MAKERS)
+"""Suites of host environments."""
+
+
+def is_host_env(name: str) -> bool:
+    return name.startswith(HOST_PREFIXES)
+
+
 def single_env_factory(name: str) -> Callable[[], object]:
     """A picklable ``() -> HostEnv`` for ``name`` (worker processes build their own envs with it)."""
-    if name.startswith("dmc/"):
-        return functools.partial(_make_dmc, name.split("/", 1)[1])
-    if name.startswith("gym/"):
-        return functools.partial(_make_gym, name.split("/", 1)[1])
-    if name.startswith("maniskill/"):
-        return functools.partial(_make_maniskill, name.split("/", 1)[1])
+    prefix, slash, task = name.partition("/")
+    if slash and prefix + "/" in _MAKERS:
+        return functools.partial(_MAKERS[prefix + "/"], task)
     raise ValueError(f"{name!r} is not a host environment (suites: {', '.join(HOST_PREFIXES)})")
 
 

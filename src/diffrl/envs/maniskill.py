@@ -93,15 +93,20 @@ class ManiSkillMissing(ValueError):
     """ManiSkill (or the torch it needs) is not installed."""
 
 
+def needs_download_error(task: str) -> ValueError:
+    """The refusal of a task in :data:`NEEDS_DOWNLOAD`, naming what it needs."""
+    return ValueError(
+        f"maniskill/{task} needs {NEEDS_DOWNLOAD[task]}, which ManiSkill downloads at run time; this "
+        "machine may be offline, so diffrl does not list it. Download it first, then register the task "
+        "yourself (diffrl.envs.register with diffrl.envs.maniskill.ManiSkillEnv(task, offline_only=False)).")
+
+
 def check_task(task: str) -> None:
     """Refuse a task that is not offline-ready, before anything is imported or started."""
     if task in MANISKILL_TASKS:
         return
     if task in NEEDS_DOWNLOAD:
-        raise ValueError(
-            f"maniskill/{task} needs {NEEDS_DOWNLOAD[task]}, which ManiSkill downloads at run time; this "
-            "machine may be offline, so diffrl does not list it. Download it first, then register the task "
-            "yourself (diffrl.envs.register with diffrl.envs.maniskill.ManiSkillEnv(task, offline_only=False)).")
+        raise needs_download_error(task)
     import difflib
 
     close = difflib.get_close_matches(task, MANISKILL_TASKS, n=3)
@@ -159,13 +164,13 @@ class ManiSkillEnv:
         if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
             raise ValueError(f"maniskill/{task}: the action space must be bounded (got {act})")
         self._shape = act.shape
-        obs, _ = self.env.reset(seed=0)
-        limit = self.env.spec.max_episode_steps if self.env.spec is not None else None
-        if limit is None:
-            from mani_skill.utils.registration import REGISTERED_ENVS
+        # ManiSkill's registry holds the time limit (gymnasium's spec of the made env does not); the
+        # observation space is known after construction (no extra reset: the batch resets every env).
+        from mani_skill.utils.registration import REGISTERED_ENVS
 
-            limit = REGISTERED_ENVS[task].max_episode_steps
-        self.spec = EnvSpec(name=f"maniskill/{task}", obs_size=int(_numpy(obs).size), action_size=int(low.size),
+        limit = REGISTERED_ENVS[task].max_episode_steps
+        obs_size = int(np.prod(self.env.observation_space.shape))
+        self.spec = EnvSpec(name=f"maniskill/{task}", obs_size=obs_size, action_size=int(low.size),
                             action_low=tuple(float(x) for x in low), action_high=tuple(float(x) for x in high),
                             episode_length=int(limit or 1000))
         check_spec(self.spec)

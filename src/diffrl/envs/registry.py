@@ -17,7 +17,7 @@ from diffrl.envs.brax_envs import BRAX_ENVS
 from diffrl.envs.dmc import DMC_TASKS
 from diffrl.envs.gymnasium_env import GYM_TASKS
 from diffrl.envs.gymnax_envs import GYMNAX_ENVS
-from diffrl.envs.maniskill import MANISKILL_TASKS, NEEDS_DOWNLOAD
+from diffrl.envs.maniskill import MANISKILL_TASKS, NEEDS_DOWNLOAD, needs_download_error
 from diffrl.envs.playground import DMC_ENVS, LOCOMOTION_ENVS, MANIPULATION_ENVS
 
 EnvFactory = Callable[..., Env]
@@ -106,12 +106,7 @@ def _unknown(name: str) -> ValueError:
             "tasks are (see list_envs())."
         )
     if name.startswith("maniskill/") and task in NEEDS_DOWNLOAD:
-        from diffrl.envs.maniskill import check_task
-
-        try:
-            check_task(task)
-        except ValueError as e:
-            return e
+        return needs_download_error(task)
     close = difflib.get_close_matches(name, list(_REGISTRY), n=5, cutoff=0.6)
     if not close:  # a bare task name ("CartpoleSwingup") still finds its suite
         by_task = {n.split("/", 1)[-1]: n for n in _REGISTRY}
