@@ -46,10 +46,15 @@ if hasattr(os, "sched_setaffinity"):
 _RUNNER = ONE_CORE + """
 import json, sys
 from diffrl.core.trainer import Trainer
+from diffrl.overrides import set_field
 from diffrl.presets import resolve
 spec = json.loads(sys.argv[1])
 changes = {k: tuple(v) if isinstance(v, list) else v for k, v in spec["changes"].items()}
-trainer = Trainer(resolve(spec["algo"], spec["env"], None).replace(**changes))
+config = resolve(spec["algo"], spec["env"], None).replace(**{k: v for k, v in changes.items() if "." not in k})
+for key, value in changes.items():  # nested fields ("critic.hidden"), as --set would set them
+    if "." in key:
+        config = set_field(config, key, value)
+trainer = Trainer(config)
 trainer.run()
 print(json.dumps(list(trainer.samplers)))
 """
@@ -90,8 +95,9 @@ class SeedCurves:
 
 def train_seeds(out: Path, algo: str, env: str, num_seeds: int, samplers: tuple[str, ...] = (),
                 **changes) -> SeedCurves:
-    """Train ``num_seeds`` seeds of ``algo`` on ``env`` (its default preset plus ``changes``) in a
-    child process with :data:`USER_XLA_FLAGS`."""
+    """Train ``num_seeds`` seeds of ``algo`` on ``env`` (its default preset plus ``changes``; a dotted
+    key such as ``"critic.hidden"`` sets a nested field, as ``--set`` does) in a child process with
+    :data:`USER_XLA_FLAGS`."""
     changes = dict(out=str(out), progress=False, tensorboard=False, checkpoint_every=0, num_seeds=num_seeds,
                    eval_samplers=list(samplers), **changes)
     spec = json.dumps({"algo": algo, "env": env, "changes": changes})
