@@ -1,8 +1,9 @@
 """PPO, REPPO, TruDi and AMDP learn Playground CartpoleBalance and gymnax Pendulum-v1, on every seed.
 
 Each test trains several seeds in ONE vmapped program (tests/multiseed.py) with the algorithm's
-default CPU preset (CI's CartpoleBalance test: PPO's, REPPO's and AMDP's with narrower networks), and asserts on the median over seeds of the final evaluation and on the
-number of seeds that collapsed. The thresholds come from the measured seed distributions,
+default CPU preset (CI's CartpoleBalance test: PPO's, REPPO's and AMDP's with narrower networks),
+and asserts on the median over seeds of the final evaluation and on the number of seeds that
+collapsed. The thresholds come from the measured seed distributions,
 quoted in each test with their margins to the random policy and to the measured median; they
 were checked under two XLA CPU settings (default and ``--xla_cpu_enable_fast_math=true``, whose
 different rounding stands in for another x86 machine).
@@ -139,7 +140,6 @@ CI_NETS = {
     "reppo": {"critic.hidden": 64, "gaussian.hidden": (64, 64)},
     "amdp": {"critic.hidden": 64, "adjoint.hidden": (64, 64)},
 }
-CI_STEPS = {"ppo": 737_280, "reppo": 122_880, "trudi": 143_360, "amdp": 143_360}
 # Measured final evaluations (16 episodes per seed), each on one core (one XLA thread, as CI), with
 # CI_NETS: 8 seeds (benchmarks/stability.py --num-seeds 8, seeds 0-7, default XLA CPU settings) and 8
 # others (--seed 100) under --xla_cpu_enable_fast_math=true, whose other rounding stands in for
@@ -167,7 +167,8 @@ CI_MAX_COLLAPSED = {"ppo": 2, "reppo": 1, "trudi": CARTPOLE_MAX_COLLAPSED["trudi
     pytest.param("trudi", marks=pytest.mark.heavy(847)), pytest.param("amdp", marks=pytest.mark.heavy(202))])
 def test_learns_playground_cartpole_balance(tmp_path, algo):
     """Playground CartpoleBalance, the task `make train` runs, 4 seeds in one program, each algorithm's
-    default CPU preset with CI_NETS's narrower networks (TruDi: the preset itself) at CI_STEPS:
+    default CPU preset with CI_NETS's narrower networks (TruDi: the preset itself) at the preset
+    test's budgets (CARTPOLE_STEPS):
     the median final return above CI_MEDIAN_THRESHOLD (PPO: the best seed above
     CI_BEST_SEED_THRESHOLD, its seeds being bimodal), at most CI_MAX_COLLAPSED below random.
 
@@ -181,7 +182,7 @@ def test_learns_playground_cartpole_balance(tmp_path, algo):
     TruDi's thresholds and margins are those of the preset test above.
     """
     curves = train_seeds(tmp_path, algo, "playground/CartpoleBalance", CARTPOLE_SEEDS,
-                         total_env_steps=CI_STEPS[algo], num_evals=1, eval_envs=16, **CI_NETS.get(algo, {}))
+                         total_env_steps=CARTPOLE_STEPS[algo], num_evals=1, eval_envs=16, **CI_NETS.get(algo, {}))
     check_cartpole(curves.final(), CI_MEDIAN_THRESHOLD.get(algo), CI_BEST_SEED_THRESHOLD.get(algo),
                    CI_MAX_COLLAPSED[algo])
 
