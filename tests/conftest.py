@@ -46,9 +46,11 @@ import jax  # noqa: E402
 
 # Identical programs compiled in several tests (and in repeated local runs) are
 # compiled once; CI starts with an empty cache, which only costs the first compile.
-_cache = Path(__file__).resolve().parent.parent / ".jax_cache"
-os.environ.setdefault("DIFFRL_TEST_COMPILATION_CACHE", str(_cache))
-jax.config.update("jax_compilation_cache_dir", str(_cache))
+_cache = os.environ.setdefault("DIFFRL_TEST_COMPILATION_CACHE",
+                               str(Path(__file__).resolve().parent.parent / ".jax_cache"))
+jax.config.update("jax_compilation_cache_dir", _cache)
+# Caching every compile instead (threshold 0) changed nothing measurable: 62 tests of 7 files, cold caches
+# side by side on one core each, 619 s against 633 s.
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 2.0)
 
 
