@@ -186,8 +186,8 @@ def test_learns_playground_cartpole_balance(tmp_path, algo):
     random; 6 of its 20 measured seeds ended at or below 750, so all 4 of 4 do in 0.8 % of draws.
     TruDi's 600 (the preset test's) is 243 above random, 210 above its best initial sample (390) and
     366 below its measured median (966 over the 20 seeds of CI_MEASURED); 2 of those 20 ended below
-    600 (485, 512), none below random: the median of 4 falls below 600 only with 3 seeds below it
-    (about 0.4 % of draws).
+    600 (485, 512), none below random: the median of 4 resampled from them falls below 600 in 0.38 %
+    of draws.
     """
     curves = train_seeds(tmp_path, algo, "playground/CartpoleBalance", CARTPOLE_SEEDS,
                          total_env_steps=CARTPOLE_STEPS[algo], num_evals=1, eval_envs=16, **CI_NETS.get(algo, {}))
