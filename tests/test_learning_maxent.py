@@ -1,7 +1,7 @@
 """PPO, REPPO, TruDi and AMDP learn Playground CartpoleBalance and gymnax Pendulum-v1, on every seed.
 
 Each test trains several seeds in ONE vmapped program (tests/multiseed.py) with the algorithm's
-default CPU preset (CI's CartpoleBalance test: PPO's, REPPO's and AMDP's with narrower networks),
+default CPU preset (CI's CartpoleBalance test: the presets with narrower networks, CI_NETS),
 and asserts on the median over seeds of the final evaluation and on the number of seeds that
 collapsed. The thresholds come from the measured seed distributions,
 quoted in each test with their margins to the random policy and to the measured median; they

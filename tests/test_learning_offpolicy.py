@@ -38,15 +38,18 @@ MEASURED = {
                 "split first layer: -151 -162 -146 -177 (the same with the scalar time as one row); fast math: -151 -162 -147 -176; "
                 "one thread: the same as two",
 }
-# CI trains the presets with 64-wide critics: the critic steps are most of these runs' arithmetic (UTD 0.5: 32
-# critic steps of batch 128 per 64 transitions), and at 64 units the 4-seed tests took SAC 134 -> 96 s, DIME 209 -> 145 s,
-# AMDP 200 -> 158 s of one core, compile included (one seed's iteration, `diffrl bench cost`: SAC 90.6 -> 35.3 ms, AMDP
-# 145.5 -> 65.5 ms; what is left of the tests is mostly compiling, ~30 s per program, and evaluating). Measured with them (benchmarks/results/offpolicy_learning/
-# pendulum_ci_critic64*, 8 seeds each, one core; seeds 0-7 under the default XLA CPU settings, seeds 100-107
-# under fast math; final evaluation of 32 episodes), then this test's 4 seeds:
+# CI trains the presets with 64-wide critics: the critic steps are most of these runs' arithmetic (UTD
+# 0.5: 32 critic steps of batch 128 per 64 transitions), and at 64 units the 4-seed tests took SAC
+# 134 -> 96 s, DIME 209 -> 145 s, AMDP 200 -> 158 s of one core, compile included (one seed's
+# iteration, `diffrl bench cost`: SAC 90.6 -> 35.3 ms, AMDP 145.5 -> 65.5 ms; what is left of the
+# tests is mostly compiling, ~30 s per program, and evaluating). Measured with them
+# (benchmarks/results/offpolicy_learning/pendulum_ci_critic64_*, 8 seeds each, one core; seeds 0-7
+# under the default XLA CPU settings, seeds 100-107 under fast math; final evaluation of 32
+# episodes), then this test's 4 seeds:
 CI_CRITIC = {"offpolicy.critic_hidden": (64, 64)}
 CI_MEASURED = {
-    "sac": "-147 -135 -182 -167 -140 -149 -153 -157; fast math: -152 -175 -130 -155 -146 -170 -164 -151; this test: -158 -164 -149 -182",
+    "sac": "-147 -135 -182 -167 -140 -149 -153 -157; fast math: -152 -175 -130 -155 -146 -170 -164 -151; "
+           "this test: -158 -164 -149 -182",
     "dime-off": "-153 -138 -185 -167 -142 -150 -153 -167; fast math: -153 -181 -135 -166 -159 -194 -164 -157; "
                 "this test: -170 -174 -149 -186",
     "amdp-off": "-136 -153 -181 -163 -129 -151 -146 -158; fast math: -154 -182 -131 -153 -144 -168 -162 -156; "

@@ -27,7 +27,8 @@ LONG_PAIRS = [(algo, env) for algo in ("sac", "dime-off", "amdp-off")
 def smoke(algo, env, out):
     config = resolve(algo, env, f"{algo}-dmc")
     off = dataclasses.replace(config.offpolicy, buffer_size=4096, batch_size=32, learning_starts=16)
-    return config.replace(total_env_steps=24, num_evals=1, eval_envs=2, episode_length=16, out=str(out),
+    return config.replace(total_env_steps=config.num_envs * config.num_steps,  # one iteration
+                          num_evals=1, eval_envs=2, episode_length=16, out=str(out),
                           progress=False, tensorboard=False, host_workers=0, offpolicy=off)
 
 
