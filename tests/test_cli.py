@@ -1,6 +1,7 @@
 """The command line: train writes the run directory; envs lists tasks; bad input is refused."""
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 
@@ -19,6 +20,8 @@ def test_train_writes_run_directory(tmp_path, capsys):
     assert record["config"]["algo"] == "ppo" and record["config"]["num_envs"] == 16
     assert record["config"]["preset"] == "ppo-gymnax"
     assert record["versions"]["jax"] == importlib.metadata.version("jax")  # the jax this run used
+    # and the machine it ran on: CPU and XLA flags decide the rounding, and so the per-seed curves
+    assert record["machine"]["cpu"] and record["machine"]["xla_flags"] == os.environ.get("XLA_FLAGS", "")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 3  # initial evaluation + one per chunk
     for key in ("env_steps", "walltime", "train/sps", "eval/episode_return", "eval/episode_return_std"):

@@ -52,6 +52,11 @@ def jitted(policy: DiffusionPolicy, method: str):
     return jax.jit(getattr(policy, method))
 
 
+def assert_float32_rounding(actual, desired):
+    """Equal up to the rounding of float32 programs compiled separately (O(1) values)."""
+    np.testing.assert_allclose(actual, desired, rtol=2e-6, atol=2e-6)
+
+
 OBS_TB = jax.random.normal(jax.random.key(1), (2, 8, OBS))  # (T, B, obs), used by most tests
 
 
@@ -77,23 +82,28 @@ def test_protocol_and_shapes_with_leading_axes():
             assert bool(jnp.all(jnp.isfinite(out.log_prob)))
 
 
-def test_replay_of_stored_sample_is_exact_and_dual_options():
-    """sample (acting program) and replay / rsample (separately compiled) agree bitwise;
-    dual_log_prob = ell - log p0(x_0) ('running_cost') or ell ('full')."""
+def test_replay_of_stored_sample_reproduces_it_and_dual_options():
+    """sample (acting program) and replay / rsample (separately compiled) agree to float32 rounding;
+    dual_log_prob = ell - log p0(x_0) ('running_cost') or ell ('full').
+
+    Not bitwise: XLA does not promise that two separately compiled programs round alike (which
+    multiply-adds it fuses depends on the CPU); on an AMD EPYC (Zen 4) 2 of 16 replayed log-probs
+    differed from the acting program's by 4.8e-7. A wrong noise index or step would differ by O(1).
+    """
     policy, params = make()
     full_policy, _ = make(dual_uses="full")
     action, aux = jitted(policy, "sample")(params, OBS_TB, jax.random.key(3))
     again = jitted(policy, "replay")(params, OBS_TB, aux)
-    np.testing.assert_array_equal(again.action, action)
-    np.testing.assert_array_equal(again.log_prob, aux.log_prob)
-    np.testing.assert_array_equal(again.dual_log_prob, aux.dual_log_prob)
+    assert_float32_rounding(again.action, action)
+    assert_float32_rounding(again.log_prob, aux.log_prob)
+    assert_float32_rounding(again.dual_log_prob, aux.dual_log_prob)
     fresh = jitted(policy, "rsample")(params, OBS_TB, jax.random.key(3))  # same key, same path
-    np.testing.assert_array_equal(fresh.action, action)
+    assert_float32_rounding(fresh.action, action)
     prior = dis_chain.prior_log_prob(2.5 * aux.noise[..., 0, :], 2.5)
     np.testing.assert_allclose(aux.log_prob - aux.dual_log_prob, prior, rtol=1e-5, atol=1e-4)
     full = jitted(full_policy, "rsample")(params, OBS_TB, jax.random.key(3))
     np.testing.assert_array_equal(full.dual_log_prob, full.log_prob)
-    np.testing.assert_array_equal(full.log_prob, fresh.log_prob)
+    assert_float32_rounding(full.log_prob, fresh.log_prob)
 
 
 def test_gradients_of_log_prob_and_action_are_finite_and_reach_all_params():

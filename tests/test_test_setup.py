@@ -33,3 +33,14 @@ def test_learning_runs_train_on_one_core_whatever_the_machine():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "JAX_PLATFORMS": "cpu"}).stdout.split()
     assert out == ["1", "1"]
+
+
+def test_in_process_tests_compile_fast_and_learning_runs_keep_the_callers_flags():
+    from conftest import TEST_XLA_FLAGS
+    from multiseed import USER_XLA_FLAGS
+
+    for flag in TEST_XLA_FLAGS:
+        assert f"--{flag}=" in os.environ["XLA_FLAGS"]
+        # The learning runs' children get the flags the run was started with, not the test ones.
+        assert (flag in USER_XLA_FLAGS) == (flag in os.environ["DIFFRL_TEST_USER_XLA_FLAGS"])
+    assert USER_XLA_FLAGS == os.environ["DIFFRL_TEST_USER_XLA_FLAGS"]

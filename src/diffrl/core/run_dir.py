@@ -1,4 +1,4 @@
-"""Run directories and run records: resolved config, library versions, git commit."""
+"""Run directories and run records: resolved config, library versions, machine, git commit."""
 from __future__ import annotations
 
 import dataclasses
@@ -32,6 +32,25 @@ def library_versions() -> dict[str, str]:
     return out
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what the platform module knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_record() -> dict[str, Any]:
+    """What besides the code and config decides a run's float rounding, and so its per-seed curves:
+    the CPU (x86 models round differently: a learning run's seeds can end apart on two machines),
+    the core count and the XLA flags the run was started with."""
+    return {"cpu": cpu_model(), "cpu_count": os.cpu_count(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "jax_platforms": os.environ.get("JAX_PLATFORMS", "")}
+
+
 def git_commit() -> str | None:
     here = Path(__file__).resolve().parent
     try:
@@ -63,6 +82,7 @@ def write_run_record(run_dir: Path, config: Any, extra: dict | None = None) -> d
     record = {
         "config": config_to_dict(config),
         "versions": library_versions(),
+        "machine": machine_record(),
         "git_commit": git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": sys.argv,
