@@ -41,6 +41,5 @@ def test_in_process_tests_compile_fast_and_learning_runs_keep_the_callers_flags(
 
     for flag in TEST_XLA_FLAGS:
         assert f"--{flag}=" in os.environ["XLA_FLAGS"]
-        # The learning runs' children get the flags the run was started with, not the test ones.
-        assert (flag in USER_XLA_FLAGS) == (flag in os.environ["DIFFRL_TEST_USER_XLA_FLAGS"])
+    # The learning runs' children get the flags the run was started with, not the test ones.
     assert USER_XLA_FLAGS == os.environ["DIFFRL_TEST_USER_XLA_FLAGS"]
