@@ -47,7 +47,20 @@ def parse_args(argv=None):
     p.add_argument("--preset", default=None)
     p.add_argument("--num-evals", type=int, default=5)
     p.add_argument("--out", required=True, help="run directory")
+    p.add_argument("--reward-width", type=float, default=None,
+                   help="MirrorGoals/OctahedronGoals: the goal reward's width (default: the task's, 0.1); "
+                        "1.0 makes the reward dense (exp(-1) = 0.37 at the start)")
     return p.parse_args(argv)
+
+
+def use_reward_width(env: str, width: float) -> None:
+    """Re-register the point-mass task ``env`` with ``reward_width = width`` (this process only)."""
+    from diffrl.envs import registry, toy
+
+    cls = {"toy/MirrorGoals": toy.MirrorGoals, "toy/OctahedronGoals": toy.OctahedronGoals}.get(env)
+    if cls is None:
+        raise SystemExit(f"--reward-width applies to toy/MirrorGoals and toy/OctahedronGoals, not {env}")
+    registry.register(env, lambda **kw: cls(toy.MirrorGoalsConfig(reward_width=width)), overwrite=True)
 
 
 def train(a):
@@ -87,6 +100,8 @@ def print_training(a, samplers, chunks):
 
 def main(argv=None):
     a = parse_args(argv)
+    if a.reward_width is not None:
+        use_reward_width(a.env, a.reward_width)
     cfg, tr, samplers, chunks = train(a)
     print_training(a, samplers, chunks)
     st = tr.state
