@@ -1,22 +1,24 @@
 """The baselines the papers compare against learn gymnax Pendulum-v1: SPO, FPO, DPPO and on-policy DIME.
 
-8 seeds in one vmapped program each, with the algorithm's default preset (tests/multiseed.py);
-asserts on the median final return and on how many seeds collapsed. Random actions score -1238;
+4 seeds (CI) or 8 (the long tier, ``DIFFRL_LONG_TESTS=1``) in one vmapped program each, with the
+algorithm's default preset (tests/multiseed.py); asserts on the median final return and on how many
+seeds collapsed. Seed i is the same run in both (``fold_in(PRNGKey(seed), i)``). Random actions score -1238;
 swinging up and holding scores about -120 to -250 from random starts. The measured seeds are
 quoted per test (default XLA CPU settings; ``DIFFRL_LEARNING_RECORD`` writes them).
 """
 import numpy as np
 import pytest
 
-from multiseed import long_only, train_seeds
+from multiseed import LONG_TESTS, train_seeds
 
-SEEDS = 8
+SEEDS = 8 if LONG_TESTS else 4
 # env steps per seed: SPO as the PPO test (PPO's gymnax preset, tests/test_learning_ppo.py); FPO
 # longer (the same preset learns more slowly with the clip range 0.05 and a flow to fit); DIME at
 # its preset's budget, as TruDi's test (tests/test_learning_maxent.py).
 BUDGET = {"spo": 200_000, "fpo": 400_000, "dppo": 200_000, "dime": 49_152}
-# Measured final returns (32 episodes per seed), 8 seeds, this test's settings, under the default XLA CPU
-# settings and under --xla_cpu_enable_fast_math=true (other rounding, standing in for another machine):
+# Measured final returns (32 episodes per seed), this test's settings. On the first machine (Intel x86-64,
+# before the learning runs moved to one core), 8 seeds under the default XLA CPU settings and under
+# --xla_cpu_enable_fast_math=true (other rounding, standing in for another machine):
 MEASURED = {
     "spo": "-126 -159 -177 -153 -169 -175 -161 -146 (median -160); fast math: -125 -164 -182 -153 -169 -270 -162 -146 (-163)",
     "fpo": ("-137 -177 -158 -147 -144 -176 -167 -146 (median -152; zero-noise sampler); "
@@ -26,21 +28,38 @@ MEASURED = {
     "dime": ("-171 -153 -155 -171 -139 -175 -181 -142 (median -163; sde sampler); "
              "fast math: -175 -153 -165 -165 -130 -155 -180 -143 (-160)"),
 }
-# (median threshold, no seed below): SPO and FPO -400 is 838 above random and 240-250 below the
-# measured medians; -800 (a seed that lost the swing-up) is 620 below their worst measured seed.
-# DPPO: the same thresholds, 217 below its median and 510 below its worst seed (-290).
-# DIME: TruDi's thresholds (tests/test_learning_maxent.py), 137 below its median, 519 below its worst.
+# On a second machine (AMD EPYC, Zen 4), the CI test's 4 seeds on one core, under the default settings,
+# fast math, and --xla_cpu_max_isa=AVX2 (a third rounding):
+MEASURED_4_SEEDS = {
+    "spo": "-127 -162 -180 -154 (median -158); fast math: -126 -161 -181 -154 (-157); AVX2: -129 -158 -181 -153 (-156)",
+    "fpo": "-138 -350 -160 -141 (-151); fast math: -143 -163 -164 -142 (-153); AVX2: -142 -549 -155 -156 (-155)",
+    "dppo": "-159 -188 -264 -173 (-180); fast math: -173 -196 -360 -173 (-185); AVX2: -164 -178 -338 -173 (-176)",
+    "dime": "-237 -151 -170 -157 (-163); fast math: -176 -154 -157 -194 (-167); AVX2: -176 -154 -180 -171 (-174)",
+}
+# (median threshold, collapse line): SPO and FPO -400 is 838 above random and 240-250 below the
+# measured medians; -800 (a seed that lost the swing-up) is 620 below their worst seed on the first machine.
+# DPPO: the same thresholds, 217 below its median and 440 below its worst seed (-360).
+# DIME: TruDi's thresholds (tests/test_learning_maxent.py), 137 below its median, 463 below its worst (-237).
+# At most one seed may end below the collapse line: FPO's seed 1 is still swinging up at its budget on
+# the second machine (-350, -163, -549 under the three roundings, 251 above the line at worst), and one
+# seed in transit should not decide the verdict; losing the median needs half the seeds.
 THRESHOLDS = {"spo": (-400.0, -800.0), "fpo": (-400.0, -800.0), "dppo": (-400.0, -800.0), "dime": (-300.0, -700.0)}
+MAX_COLLAPSED = 1
+# measured seconds of one core at 4 seeds (the second machine, the slowest of its three roundings)
+HEAVY = {"spo": 38, "fpo": 186, "dppo": 92, "dime": 163}
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
-@long_only("8 seeds each, on one core: SPO and DPPO about 2-3 min, FPO 5, DIME 9")
-@pytest.mark.parametrize("algo", ["spo", "fpo", "dppo", "dime"])
+# tests/conftest.py starts the heavy tests first
+@pytest.mark.parametrize("algo", [pytest.param("spo", marks=pytest.mark.heavy(HEAVY["spo"])),
+                                  pytest.param("fpo", marks=pytest.mark.heavy(HEAVY["fpo"])),
+                                  pytest.param("dppo", marks=pytest.mark.heavy(HEAVY["dppo"])),
+                                  pytest.param("dime", marks=pytest.mark.heavy(HEAVY["dime"]))])
 def test_baseline_swings_up_pendulum(tmp_path, algo):
     curves = train_seeds(tmp_path, algo, "gymnax/Pendulum-v1", SEEDS, total_env_steps=BUDGET[algo],
                          num_evals=2 if algo != "dime" else 4, eval_envs=32)
     final = curves.final()
     median_threshold, collapsed = THRESHOLDS[algo]
     assert curves.median_final() > median_threshold, final
-    assert np.sum(final < collapsed) == 0, final
+    assert np.sum(final < collapsed) <= MAX_COLLAPSED, final
