@@ -16,8 +16,8 @@ SEEDS = 8 if LONG_TESTS else 4
 # longer (the same preset learns more slowly with the clip range 0.05 and a flow to fit); DIME at
 # its preset's budget, as TruDi's test (tests/test_learning_maxent.py).
 BUDGET = {"spo": 200_000, "fpo": 400_000, "dppo": 200_000, "dime": 49_152}
-# Measured final returns (32 episodes per seed), this test's settings. On the first machine (Intel x86-64,
-# before the learning runs moved to one core), 8 seeds under the default XLA CPU settings and under
+# Measured final returns (32 episodes per seed), this test's settings. On the first machine, before the
+# learning runs moved to one core, 8 seeds under the default XLA CPU settings and under
 # --xla_cpu_enable_fast_math=true (other rounding, standing in for another machine):
 MEASURED = {
     "spo": "-126 -159 -177 -153 -169 -175 -161 -146 (median -160); fast math: -125 -164 -182 -153 -169 -270 -162 -146 (-163)",
