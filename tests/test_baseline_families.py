@@ -4,7 +4,7 @@ and the host suites dm_control and ManiSkill3 (when their extras are installed).
 
 One short run per pair (a few iterations, tiny batch, 16-step evaluation episodes) through the CLI,
 so each pair resolves its family's preset, validates, compiles, trains, evaluates and writes its run
-directory. Long tier: about 30 compiles of up to two minutes each.
+directory. Long tier: 32 short runs, 14-100 s each here except G1 (4-6 min each; about 35 min in all).
 """
 import importlib.util
 import json
@@ -30,7 +30,7 @@ FAMILIES = {  # a representative task per family, and the module its suite needs
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@long_only("one short training per (baseline, family): about 30 compiles")
+@long_only("one short training per (baseline, family): 32 runs, about 35 min of one core")
 @pytest.mark.parametrize("env", list(FAMILIES))
 @pytest.mark.parametrize("algo", BASELINES)
 def test_baseline_trains_on_every_family(tmp_path, algo, env):
