@@ -109,7 +109,8 @@ class AMDP(SoftActorCritic):
             return action, aux.log_prob_bound
 
         targets, next_features, target_metrics = soft_targets(
-            sample_next, self.critic, state.critic_params, batch, alpha, c.gamma, c.td_lambda, key_targets)
+            sample_next, self.critic, state.critic_params, batch, alpha, c.gamma, c.td_lambda, key_targets,
+            c.next_action_samples)
         clip_limit = self.score_clip_limit(state.critic_params, batch)
         data = critic_batch(batch, targets, next_features)
         data["pre_squash"] = batch.policy_aux.pre_squash

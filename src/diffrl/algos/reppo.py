@@ -111,7 +111,7 @@ class REPPO(SoftActorCritic):
 
         targets, next_features, target_metrics = soft_targets(
             sample_next, self.critic, state.critic_params, batch, jnp.exp(state.log_alpha), c.gamma,
-            c.td_lambda, key)
+            c.td_lambda, key, c.next_action_samples)
         data = critic_batch(batch, targets, next_features)
         data["policy_aux"] = batch.policy_aux  # the acting samples of old_params (trust-region KL)
         return flatten_time_batch(data), target_metrics

@@ -63,6 +63,11 @@ class REPPOConfig:
     """Adapt the temperature by dual descent toward the entropy target."""
     best_of_k: int = 16
     """Candidates scored by the learned Q in the best-of-k evaluation sampler."""
+    next_action_samples: int = 1
+    """Actions K drawn at each next state for the soft TD targets: V(s') = mean_k Q(s', a'_k), and
+    the entropy term from the mean of their log-densities (1: one draw, as the reference's hydra
+    version; its single-file version averages Q over 64). More draws lower the targets' variance
+    where the policy is wide, at K critic (and policy) passes over the batch per iteration."""
 
     def validate(self) -> None:
         problems = []
@@ -82,8 +87,9 @@ class REPPOConfig:
             problems.append(f"--reppo.gamma must be in (0, 1] (got {self.gamma})")
         if not 0 <= self.td_lambda <= 1:
             problems.append(f"--reppo.td-lambda must be in [0, 1] (got {self.td_lambda})")
-        if self.num_epochs < 1 or self.num_minibatches < 1 or self.best_of_k < 1:
-            problems.append("--reppo.num-epochs, --reppo.num-minibatches and --reppo.best-of-k must be >= 1")
+        if self.num_epochs < 1 or self.num_minibatches < 1 or self.best_of_k < 1 or self.next_action_samples < 1:
+            problems.append("--reppo.num-epochs, --reppo.num-minibatches, --reppo.best-of-k and "
+                            "--reppo.next-action-samples must be >= 1")
         if self.actor_loss_mode not in ("clipped", "full", "value"):
             problems.append(f"--reppo.actor-loss-mode must be clipped, full or value (got {self.actor_loss_mode!r})")
         if problems:

@@ -1,9 +1,12 @@
 """The soft Q critic shared by REPPO, TruDi and AMDP.
 
 Per iteration (REPPO, Voelcker et al. 2025, arXiv 2507.11019; github.com/cvoelcker/reppo):
-  1. at every true next state s'_t draw a'_t ~ pi(.|s'_t) with its log-density term
-     l'_t (exact for Gaussians, an upper-bound estimate for diffusion chains);
-  2. V'_t = Q(s'_t, a'_t) and phi(s'_t, a'_t) from the critic at the START of the update;
+  1. at every true next state s'_t draw K actions a'_{t,k} ~ pi(.|s'_t) with their log-density
+     terms l'_{t,k} (exact for Gaussians, an upper-bound estimate for diffusion chains);
+  2. V'_t = mean_k Q(s'_t, a'_{t,k}) and phi(s'_t, a'_{t,1}) from the critic at the START of the
+     update, l'_t = mean_k l'_{t,k} (K = 1: one draw, as the reference's hydra version; its
+     single-file version averages Q over 64 draws, which lowers the targets' variance where the
+     policy is wide);
   3. soft lambda-returns from r~_t = r_t - gamma alpha (1 - term_t) l'_t (fixed for all epochs);
   4. each minibatch: one HL-Gauss cross-entropy (+ self-predictive auxiliary) step.
 No target network. The policy is abstracted as ``sample_fn(obs, key) -> (action, log_prob)``.
@@ -30,18 +33,30 @@ def soft_targets(
     gamma: float,
     td_lambda: float,
     key: jax.Array,
+    num_samples: int = 1,
 ) -> tuple[jax.Array, jax.Array, dict]:
-    """Returns (targets (T, B), next_features (T, B, h), metrics); all stop-gradient."""
-    next_action, next_log_prob = sample_fn(batch.next_obs, key)
-    out = critic.apply(critic_params, batch.next_critic_obs, next_action)
+    """Returns (targets (T, B), next_features (T, B, h), metrics); all stop-gradient.
+
+    ``num_samples`` K: next actions drawn per next state (step 2 of the module docstring); with
+    K = 1 the one draw uses ``key`` itself."""
+    if num_samples == 1:
+        next_action, next_log_prob = sample_fn(batch.next_obs, key)
+        out = critic.apply(critic_params, batch.next_critic_obs, next_action)
+        next_q, next_features = out.q_value, out.features
+    else:
+        keys = jax.random.split(key, num_samples)
+        actions, log_probs = jax.vmap(lambda k: sample_fn(batch.next_obs, k))(keys)  # (K, T, B, ...)
+        outs = jax.vmap(lambda a: critic.apply(critic_params, batch.next_critic_obs, a))(actions)
+        next_q, next_log_prob = jnp.mean(outs.q_value, axis=0), jnp.mean(log_probs, axis=0)
+        next_features = outs.features[0]
     rewards = soft_rewards(batch.reward, next_log_prob, batch.terminated, gamma, alpha)
-    targets = soft_lambda_returns(rewards, out.q_value, batch.terminated, batch.truncated, gamma, td_lambda)
+    targets = soft_lambda_returns(rewards, next_q, batch.terminated, batch.truncated, gamma, td_lambda)
     metrics = {
         "critic/target_mean": jnp.mean(targets),
-        "critic/next_q_mean": jnp.mean(out.q_value),
+        "critic/next_q_mean": jnp.mean(next_q),
         "policy/next_log_prob": jnp.mean(next_log_prob),
     }
-    return jax.lax.stop_gradient(targets), jax.lax.stop_gradient(out.features), metrics
+    return jax.lax.stop_gradient(targets), jax.lax.stop_gradient(next_features), metrics
 
 
 def critic_step(
