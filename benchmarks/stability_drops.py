@@ -1,10 +1,10 @@
 """Which late drops of benchmarks/stability.py's runs the training itself shared.
 
 A seed *drops* when its normalised evaluation return falls more than 0.2 below its own best at an
-evaluation in the last third of training (``stability.worst_drop``, the same definition; tested). Evaluations are fresh
-episodes from reset states with the sampler named; training returns are the stochastic policy's,
-on the running batch, each policy acting for one iteration (``num_steps`` steps per env) before
-the next update. This script puts each drop next to the training reward per step of the same seed
+evaluation in the last third of training (``stability.worst_drop``, the same definition; tested).
+Evaluations are fresh episodes from reset states with the sampler named; training returns are the
+stochastic policy's, on the running batch, each policy acting for one iteration (``num_steps`` steps
+per env) before the next update. This script puts each drop next to the training reward per step of the same seed
 (``train/reward`` in the run's ``.npz``) over the evaluation interval that ends at the drop and the
 ``--after`` iterations that follow it (the evaluated policy's own rollout and the next few),
 against a baseline (its mean over the ``--baseline`` iterations before that interval):
@@ -47,12 +47,17 @@ def drops(record: dict, train_reward: np.ndarray, sampler: str, baseline: int = 
         e = int(np.argmax(fall))
         if not fall[e] > THRESHOLD:
             continue
-        start, end = int(round(steps[e - 1] / per_iteration)), int(round(steps[e] / per_iteration))
+        start = int(round(steps[e - 1] / per_iteration)) if e > 0 else 0
+        end = int(round(steps[e] / per_iteration))
         interval = train_reward[seed, start:end + after]
         before = train_reward[seed, max(0, start - baseline):start]
-        kind = "training" if interval.min() < ratio * before.mean() else "evaluation"
+        if before.size == 0:  # a drop at the first evaluation: nothing to compare with
+            kind, base = "unknown", float("nan")
+        else:
+            base = float(before.mean())
+            kind = "training" if interval.min() < ratio * base else "evaluation"
         out.append({"seed": seed, "env_steps": int(steps[e]), "drop": float(fall[e]),
-                    "eval": float(norm[e, seed]), "train_before": float(before.mean()),
+                    "eval": float(norm[e, seed]), "train_before": base,
                     "train_min": float(interval.min()), "kind": kind})
     return out
 
