@@ -93,11 +93,25 @@ def random_return(config, episodes: int = 256, seed: int = 12345) -> float:
     return float(out["episode_return"])
 
 
+DROP_THRESHOLD = 0.2
+"""A seed *drops* when its worst drop exceeds this (normalised return)."""
+
+
+def worst_drop_at(steps: np.ndarray, returns: np.ndarray, total_steps: int) -> tuple[int, float] | None:
+    """(index of the evaluation, its fall) of the largest fall below the best-so-far at evaluations
+    in the last third; returns (E,) normalised. None when no evaluation is in the last third."""
+    late = np.asarray(steps) >= (2.0 / 3.0) * total_steps
+    if not np.any(late):
+        return None
+    falls = np.where(late, np.maximum.accumulate(returns) - returns, -np.inf)
+    index = int(np.argmax(falls))
+    return index, float(falls[index])
+
+
 def worst_drop(steps: np.ndarray, returns: np.ndarray, total_steps: int) -> float:
     """Largest fall below the best-so-far at evaluations in the last third; returns (E,) normalised."""
-    best = np.maximum.accumulate(returns)
-    late = steps >= (2.0 / 3.0) * total_steps
-    return float(np.max((best - returns)[late])) if np.any(late) else float("nan")
+    at = worst_drop_at(steps, returns, total_steps)
+    return float("nan") if at is None else at[1]
 
 
 def seed_statistics(steps, returns, low: float, high: float, total_steps: int) -> list[dict]:
@@ -217,7 +231,7 @@ def summary_row(record: dict, sampler: str, label: str = "") -> str:
     drops = np.array([s["worst_drop"] for s in seeds])
     return (f"| {record['env'].split('/')[-1]} | {record['algo']}{label} | {sampler} | "
             f"{median_ci([s['best'] for s in seeds])} | {median_ci([s['final'] for s in seeds])} | "
-            f"{np.nanmax(drops):.3f} | {int(np.sum(drops > 0.2))}/{len(seeds)} |")
+            f"{np.nanmax(drops):.3f} | {int(np.sum(drops > DROP_THRESHOLD))}/{len(seeds)} |")
 
 
 SUMMARY_HEADER = ("| task | algo | sampler | best: median [95% CI] | final: median [95% CI] | largest worst drop | "

@@ -1,13 +1,13 @@
 """Which late drops of benchmarks/stability.py's runs the training itself shared.
 
 A seed *drops* when its normalised evaluation return falls more than 0.2 below its own best at an
-evaluation in the last third of training (``stability.worst_drop``, the same definition; tested).
+evaluation in the last third of training (``stability.worst_drop_at``, the tables' definition).
 Evaluations are fresh episodes from reset states with the sampler named; training returns are the
 stochastic policy's, on the running batch, each policy acting for one iteration (``num_steps`` steps
-per env) before the next update. This script puts each drop next to the training reward per step of the same seed
-(``train/reward`` in the run's ``.npz``) over the evaluation interval that ends at the drop and the
-``--after`` iterations that follow it (the evaluated policy's own rollout and the next few),
-against a baseline (its mean over the ``--baseline`` iterations before that interval):
+per env) before the next update. This script puts each drop next to the training reward per step of
+the same seed (``train/reward`` in the run's ``.npz``) over the evaluation interval that ends at the
+drop and the ``--after`` iterations that follow it (the evaluated policy's own rollout and the next
+few), against a baseline (its mean over the ``--baseline`` iterations before that interval):
 
 * ``training``: the training reward fell too (its minimum in the interval below ``--ratio`` times
   the baseline): the policy being trained lost the task;
@@ -27,26 +27,25 @@ from pathlib import Path
 
 import numpy as np
 
-THRESHOLD = 0.2
+from stability import DROP_THRESHOLD, worst_drop_at
 
 
 def drops(record: dict, train_reward: np.ndarray, sampler: str, baseline: int = 40,
           ratio: float = 0.9, after: int = 5) -> list[dict]:
-    """Each seed of ``record`` (a stability.py JSON) whose ``sampler`` drops > THRESHOLD in the last
-    third, with the training reward around its worst drop. train_reward: (seeds, iterations)."""
+    """Each seed of ``record`` (a stability.py JSON) whose ``sampler`` drops > DROP_THRESHOLD in the
+    last third, with the training reward around its worst drop. train_reward: (seeds, iterations)."""
     steps = np.asarray(record["env_steps"], np.float64)
     returns = np.asarray(record["per_sampler"][sampler]["returns"], np.float64)  # (E, seeds)
     low, high = record["random_return"], record["max_return"]
     norm = (returns - low) / (high - low)
     total = float(record["trained_env_steps"])
     per_iteration = total / train_reward.shape[1]
-    late = steps >= (2.0 / 3.0) * total
     out = []
     for seed in range(norm.shape[1]):
-        fall = np.where(late, np.maximum.accumulate(norm[:, seed]) - norm[:, seed], -np.inf)
-        e = int(np.argmax(fall))
-        if not fall[e] > THRESHOLD:
+        at = worst_drop_at(steps, norm[:, seed], total)
+        if at is None or not at[1] > DROP_THRESHOLD:
             continue
+        e, fall = at
         start = int(round(steps[e - 1] / per_iteration)) if e > 0 else 0
         end = int(round(steps[e] / per_iteration))
         interval = train_reward[seed, start:end + after]
@@ -56,7 +55,7 @@ def drops(record: dict, train_reward: np.ndarray, sampler: str, baseline: int = 
         else:
             base = float(before.mean())
             kind = "training" if interval.min() < ratio * base else "evaluation"
-        out.append({"seed": seed, "env_steps": int(steps[e]), "drop": float(fall[e]),
+        out.append({"seed": seed, "env_steps": int(steps[e]), "drop": fall,
                     "eval": float(norm[e, seed]), "train_before": base,
                     "train_min": float(interval.min()), "kind": kind})
     return out
