@@ -10,7 +10,9 @@ REPPO paper's code, arXiv 2507.11019). This script fetches nothing: install it b
     git clone https://github.com/cvoelcker/reppo ~/reppo && git -C ~/reppo checkout a7ab85b
     python -m venv ~/reppo-venv && echo "$(.venv/bin/python -c 'import site; print(site.getsitepackages()[0])')" \\
         > ~/reppo-venv/lib/python3.11/site-packages/diffrl.pth     # sees diffrl's packages
-    ~/reppo-venv/bin/pip install distrax==0.1.9                   # the one library diffrl lacks
+    ~/reppo-venv/bin/pip install --no-deps distrax==0.1.9 tfp-nightly==0.26.0.dev20261027 \\
+        decorator cloudpickle gast dm-tree   # distrax; its TFP substrate (tensorflow-probability 0.25
+                                             # no longer imports under jax 0.10; the nightly does)
 
 and run this script with that venv's python (or with ``--reference-python``). Without a
 checkout it prints how to get one and exits 0 (nothing measured). The reference module imports
@@ -46,8 +48,8 @@ from pathlib import Path
 REFERENCE_COMMIT = "a7ab85b"
 REFERENCE_HINT = ("no checkout of the official REPPO code at {path}; install it by hand (this script "
                   "fetches nothing): git clone https://github.com/cvoelcker/reppo {path} && "
-                  "git -C {path} checkout " + REFERENCE_COMMIT + ", then pip install distrax==0.1.9 "
-                  "(see this file's docstring)")
+                  "git -C {path} checkout " + REFERENCE_COMMIT + ", then pip install --no-deps distrax==0.1.9 "
+                  "tfp-nightly==0.26.0.dev20261027 (see this file's docstring)")
 
 
 def reference_config(total_env_steps: int, num_envs: int, num_steps: int, entropy_target_mult: float) -> dict:
@@ -208,7 +210,7 @@ def _launch(args, who: str, core: int, result: Path, python: str) -> subprocess.
 
 
 def _versions() -> dict:
-    """diffrl's run-record versions, plus distrax (the one package only the reference needs)."""
+    """diffrl's run-record versions, plus distrax and its TFP (the packages only the reference needs)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -221,7 +223,14 @@ def _versions() -> dict:
         distrax = version("distrax")
     except PackageNotFoundError:
         distrax = "not installed"
-    return {**library_versions(), "distrax": distrax}
+    tfp = "not installed"
+    for name in ("tfp-nightly", "tensorflow-probability"):  # distrax's JAX substrate, either distribution
+        try:
+            tfp = f"{name} {version(name)}"
+            break
+        except PackageNotFoundError:
+            pass
+    return {**library_versions(), "distrax": distrax, "tensorflow_probability": tfp}
 
 
 def table(rows: list[dict]) -> str:

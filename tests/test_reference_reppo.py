@@ -40,3 +40,18 @@ def test_table_gives_each_repeat_and_the_mean_ratio():
     text = reference_reppo.table([row(0, 1500.0, 1000.0), row(1, 1800.0, 1000.0)])
     assert "| 0 | 0, 1 | 1,500 | 1,000 | 1.50x |" in text and "| 1 | 0, 1 | 1,800 | 1,000 | 1.80x |" in text
     assert "over 2 repeats: mean 1.65x, min 1.50x, max 1.80x" in text
+
+
+def test_the_reference_preset_takes_the_official_update_hyperparameters():
+    """reppo-dmc-cpu-reference = reppo-dmc-cpu with the reference's step sizes and KL multiplier."""
+    from diffrl.presets import resolve
+
+    ref = reference_reppo.reference_config(491_520, 32, 32, -0.5)
+    ours = resolve("reppo", "playground/CartpoleBalance", "reppo-dmc-cpu-reference").reppo
+    fast = resolve("reppo", "playground/CartpoleBalance", None).reppo
+    assert ours.actor_lr == ours.critic_lr == ref["lr"] and ours.kl_start == ref["kl_start"]
+    assert ours.kl_min == 0.0 and ours.kl_bound == ref["kl_bound"]  # the reference has no floor
+    # the CPU entropy target (+0.5 d) = the reference's ent_target_mult -0.5 (target = -mult x d)
+    assert ours.entropy_target_mult == -ref["ent_target_mult"] == fast.entropy_target_mult
+    changed = {f for f in type(ours).__dataclass_fields__ if getattr(ours, f) != getattr(fast, f)}
+    assert changed == {"critic_lr", "kl_start", "kl_min"}
