@@ -3,7 +3,7 @@
 The REPPO paper's repository (github.com/cvoelcker/reppo, commit a7ab85b) ships the raw per-seed
 evaluation curves behind its figures as ``results/<Task>_<setting>.csv``: a ``steps`` column and one
 ``trial_<i>`` column per seed, each curve on a common grid of 20 evaluation points. This script reads
-them and applies the test diffrl's stability runs are held to (``stability.worst_drop_at``): a seed
+them and applies the test diffrl's stability runs are held to (``stability.seed_statistics``): a seed
 *drops* when its return falls more than ``stability.DROP_THRESHOLD`` (0.2) of the random-to-maximum
 range below its own best-so-far at an evaluation in the last third of training.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stability import DROP_THRESHOLD, worst_drop_at
+from stability import DROP_THRESHOLD, seed_statistics
 
 DMC_TASKS = (
     "AcrobotSwingup", "AcrobotSwingupSparse", "BallInCup", "CartpoleBalance", "CartpoleBalanceSparse",
@@ -44,7 +44,7 @@ DMC_TASKS = (
     "HumanoidWalk", "PendulumSwingup", "PointMass", "ReacherEasy", "ReacherHard", "SwimmerSwimmer6",
     "WalkerRun", "WalkerStand", "WalkerWalk")
 """The Playground DM Control tasks of REPPO's table (every reward in [0, 1] over 1000 steps)."""
-MAX_RETURN = 1000.0
+DMC_MAX_RETURN = 1000.0
 SETTINGS = ("small_data", "medium_data", "large_data", "ppo")
 PREAMBLE = """# Late drops in the official REPPO's published learning curves
 
@@ -70,17 +70,6 @@ def read_curves(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return table[:, 0], table[:, 1:]
 
 
-def seed_drops(steps: np.ndarray, returns: np.ndarray, low: float, high: float) -> np.ndarray:
-    """Each seed's worst late drop (normalised by [low, high]); returns (E, seeds) raw -> (seeds,)."""
-    norm = (returns - low) / (high - low)
-    total = float(steps[-1])
-    out = []
-    for seed in range(norm.shape[1]):
-        at = worst_drop_at(steps, norm[:, seed], total)
-        out.append(np.nan if at is None else at[1])
-    return np.asarray(out)
-
-
 def summarise(results: Path, tasks, settings, floors: dict[str, float]) -> list[dict]:
     """One row per (task, setting) whose CSV exists: seeds, seeds dropping, largest drop, finals."""
     rows = []
@@ -91,7 +80,9 @@ def summarise(results: Path, tasks, settings, floors: dict[str, float]) -> list[
                 continue
             steps, returns = read_curves(path)
             low = floors.get(task, 0.0)
-            drops = seed_drops(steps, returns, low, MAX_RETURN)
+            # stability.py's per-seed statistics, the last evaluation's step as the training length
+            stats = seed_statistics(steps, returns, low, DMC_MAX_RETURN, float(steps[-1]))
+            drops = np.array([s["worst_drop"] for s in stats])
             rows.append({"task": task, "setting": setting, "seeds": returns.shape[1], "floor": low,
                          "dropping": int(np.sum(drops > DROP_THRESHOLD)), "largest": float(np.nanmax(drops)),
                          "dropped_finals": [round(float(r)) for r, d in zip(returns[-1], drops) if d > DROP_THRESHOLD]})

@@ -33,9 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_reppo import REFERENCE_HINT, _stub_cli_modules, _versions, reference_config  # noqa: E402
-from stability import MAX_RETURN, seed_statistics  # noqa: E402
+from reference_reppo import REFERENCE_HINT, _stub_cli_modules, _versions, reference_config
+from stability import MAX_RETURN, seed_statistics
 
 
 def random_floor(env: str) -> float:
@@ -104,7 +103,9 @@ def run(args) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reference", default="~/reppo", help="checkout of github.com/cvoelcker/reppo at a7ab85b")
-    p.add_argument("--env", default="playground/CartpoleBalance", choices=sorted(MAX_RETURN))
+    # the reference steps Playground's JAX tasks only (its MjxGymnaxWrapper); the others have no record here
+    p.add_argument("--env", default="playground/CartpoleBalance",
+                   choices=sorted(env for env in MAX_RETURN if env.startswith("playground/")))
     p.add_argument("--num-seeds", type=int, default=8)
     p.add_argument("--num-evals", type=int, default=24)
     p.add_argument("--total-env-steps", type=int, default=491_520)

@@ -85,3 +85,9 @@ def test_reference_stability_refuses_more_evaluations_than_updates(tmp_path, cap
         reference_stability.main(["--reference", str(tmp_path / "reppo"), "--num-seeds", "0",
                                   "--out", str(tmp_path / "out")])
     assert "--num-seeds must be >= 1" in capsys.readouterr().err
+
+
+def test_reference_stability_refuses_an_env_the_reference_cannot_step(tmp_path, capsys):
+    with pytest.raises(SystemExit):  # the reference wraps Playground tasks only
+        reference_stability.main(["--env", "gymnax/Pendulum-v1", "--out", str(tmp_path / "out")])
+    assert "invalid choice: 'gymnax/Pendulum-v1'" in capsys.readouterr().err
