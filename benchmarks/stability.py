@@ -21,6 +21,12 @@ evaluation runs every sampler the algorithm has (or ``--samplers``). Written und
 * ``<env>--<algo>.png``: per-seed evaluation curves and those diagnostics;
 * ``table.md``: one row per seed (best, final, worst drop) and a summary per pair.
 
+Long runs survive a crash or a kill: each pair trains in ``OUT/runs/<env>--<algo>/``, writing a
+checkpoint every ``--checkpoint-every`` evaluations and its per-seed training metrics chunk by chunk.
+Rerun the same command with ``--resume`` and every unfinished pair continues from its latest valid
+checkpoint (bit for bit the run it would have been), while pairs already recorded are read back, not
+retrained. Without ``--resume`` a pair whose run directory already holds a run is refused.
+
 Normalised return: (R - R_random) / (R_max - R_random), R_random the mean return of
 uniformly random actions (measured here with the same evaluation code) and R_max the
 task's largest possible return (:data:`MAX_RETURN`). The worst drop of a seed is the
@@ -31,6 +37,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -130,6 +138,58 @@ def seed_statistics(steps, returns, low: float, high: float, total_steps: int) -
     return out
 
 
+PER_SEED_METRICS = "per_seed_metrics"
+"""Subdirectory of a pair's run directory: one ``<first iteration>.npz`` of (seeds, iterations)
+training metrics per chunk, so that a resumed run still has every iteration's diagnostics."""
+
+
+class UnfinishedRunError(RuntimeError):
+    """A pair's run directory already holds a run, and ``--resume`` was not given."""
+
+
+def save_chunk_metrics(run_dir: Path, first_iteration: int, metrics: dict) -> None:
+    """Write one chunk's per-seed metrics atomically (a kill leaves the old file or the new one)."""
+    folder = run_dir / PER_SEED_METRICS
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f"{first_iteration:09d}.tmp.npz"
+    np.savez(tmp, **{k.replace("/", "__"): np.asarray(v) for k, v in metrics.items()})
+    os.replace(tmp, folder / f"{first_iteration:09d}.npz")
+
+
+def load_chunk_metrics(run_dir: Path, before_iteration: int | None = None) -> list[tuple[int, dict]]:
+    """The saved chunks in order, [(first iteration, {name: (seeds, iterations)})], those starting
+    before ``before_iteration`` when given."""
+    chunks = []
+    for path in sorted((run_dir / PER_SEED_METRICS).glob("[0-9]*[0-9].npz")):
+        first = int(path.stem)
+        if before_iteration is None or first < before_iteration:
+            with np.load(path) as data:
+                chunks.append((first, {k.replace("__", "/"): data[k] for k in data.files}))
+    return chunks
+
+
+def resume_point(run_dir: Path, resume: bool) -> dict | None:
+    """The metadata of the checkpoint a pair continues from; None to start afresh.
+
+    Refuses (UnfinishedRunError) to start afresh over an earlier run's files unless asked to resume:
+    its metrics log would be appended to and its checkpoints mixed with the new run's. With ``resume``,
+    a run that never reached a checkpoint is removed and started over."""
+    from diffrl.checkpoint import latest_valid_checkpoint, read_metadata
+
+    used = run_dir.is_dir() and any((run_dir / f).exists() for f in ("metrics.jsonl", "checkpoints"))
+    if not used:
+        return None
+    if not resume:
+        raise UnfinishedRunError(f"{run_dir} already holds a run: pass --resume to continue it from its latest "
+                                 "checkpoint, or remove the directory to start over")
+    path = latest_valid_checkpoint(run_dir)
+    if path is None:  # stopped before its first checkpoint: nothing to keep, start over with a clean log
+        print(f"[stability] {run_dir}: no checkpoint to continue from, starting over", file=sys.stderr, flush=True)
+        shutil.rmtree(run_dir)
+        return None
+    return read_metadata(path)
+
+
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     from diffrl.core.trainer import Trainer
     from diffrl.policies.base import offered_samplers
@@ -137,10 +197,15 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     from diffrl.presets import resolve
 
     name = f"{env.replace('/', '_')}--{algo}"
+    out = Path(args.out)
+    if args.resume and (out / f"{name}.json").exists():
+        print(f"[stability] {name}: already recorded in {out}, read back", file=sys.stderr, flush=True)
+        return json.loads((out / f"{name}.json").read_text())
+    run_dir = out / "runs" / name
     config = resolve(algo, env, args.preset.get(algo))
     changes = dict(num_seeds=args.num_seeds, seed=args.seed, num_evals=args.num_evals, eval_envs=args.eval_envs,
-                   progress=False, tensorboard=False, checkpoint_every=0,
-                   out=str(Path(args.out) / "runs" / name))
+                   progress=False, tensorboard=False, checkpoint_every=args.checkpoint_every,
+                   out=str(run_dir))
     if args.total_env_steps:
         changes["total_env_steps"] = args.total_env_steps
     config = config.replace(**changes)
@@ -155,11 +220,25 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     if note:
         print(f"[stability] {algo}: {note}", file=sys.stderr, flush=True)
     config = config.replace(eval_samplers=samplers)
-    chunks: list[tuple[int, dict]] = []
-    trainer = Trainer(config, metrics_fn=lambda it, m: chunks.append((it, {k: np.asarray(v) for k, v in m.items()})))
+    resumed = resume_point(run_dir, args.resume)
+    earlier_wall = 0.0
+    if resumed is not None:
+        from suite import check_same_config  # a resumed run keeps its settings, or it is refused
+
+        try:
+            check_same_config(json.loads((run_dir / "config.json").read_text())["config"], config, str(run_dir))
+        except ValueError as e:
+            raise UnfinishedRunError(f"--resume: {e}") from None
+        config = config.replace(resume=str(run_dir))
+        earlier_wall = float((resumed.get("clock") or {}).get("walltime", 0.0))
+        print(f"[stability] {name}: resuming at {resumed.get('env_steps'):,} env steps", file=sys.stderr, flush=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    trainer = Trainer(config, metrics_fn=lambda first, m: save_chunk_metrics(
+        run_dir, first, {k: v for k, v in m.items() if not k.startswith("nonfinite/")}))
     t0 = time.perf_counter()
     summary = trainer.run()
-    wall = time.perf_counter() - t0
+    wall = earlier_wall + time.perf_counter() - t0
+    chunks = load_chunk_metrics(run_dir, config.num_chunks * config.iterations_per_chunk)
     lines = (Path(config.out) / "metrics.jsonl").read_text().splitlines()
     rows = [r for r in map(json.loads, lines) if "eval/seed_returns" in r]
     steps = np.array([r["env_steps"] for r in rows])
@@ -170,17 +249,15 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
         returns = np.array([r[prefix + "seed_returns"] for r in rows])  # (E, seeds)
         per_sampler[sampler] = {"returns": returns.tolist(),
                                 "seeds": seed_statistics(steps, returns, low, high, config.trained_env_steps)}
-    metrics = {}
-    for key in chunks[0][1]:
-        if not key.startswith("nonfinite/"):
-            metrics[key] = np.concatenate([m[key] for _, m in chunks], axis=1)  # (seeds, iterations)
-    out = Path(args.out)
+    metrics = {key: np.concatenate([m[key] for _, m in chunks], axis=1)  # (seeds, iterations)
+               for key in chunks[0][1]}
     np.savez_compressed(out / f"{name}.npz", **{k.replace("/", "__"): v for k, v in metrics.items()})
     record = {
         "algo": algo, "env": env, "num_seeds": config.num_seeds, "seed": config.seed, "preset": config.preset,
         "samplers": list(samplers), "env_steps": steps.tolist(), "random_return": low, "max_return": high,
         "trained_env_steps": config.trained_env_steps, "eval_episodes": config.eval_envs,
         "per_sampler": per_sampler, "wall_s": wall, "train_time_s": summary["train_time_s"],
+        "resumed_at_env_steps": None if resumed is None else resumed.get("env_steps"),
         "overrides": {k: repr(v) for k, v in overrides.items()},
         "kl_bound": config.reppo.kl_bound if algo != "amdp" else config.adjoint.kl_bound,
     }
@@ -283,6 +360,11 @@ def main(argv=None) -> int:
     p.add_argument("--preset", action="append", default=[], help="algo=name (repeatable)")
     p.add_argument("--set", action="append", default=[], help="key=value or algo:key=value (repeatable)")
     p.add_argument("--out", required=True, help="result directory (with --report: the table's path)")
+    p.add_argument("--checkpoint-every", type=int, default=1,
+                   help="evaluations between checkpoints (default 1; 0: only at the end)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue unfinished pairs under OUT/runs from their latest checkpoints; "
+                        "pairs already recorded in OUT are read back, not retrained")
     p.add_argument("--report", nargs="+", metavar="LABEL=DIR",
                    help="only write one table from earlier result directories, e.g. before=DIR after=DIR")
     args = p.parse_args(argv)
@@ -300,7 +382,11 @@ def main(argv=None) -> int:
     for env in args.envs.split(","):
         for algo in args.algos.split(","):
             print(f"== {algo} on {env} ({args.num_seeds} seeds)", flush=True)
-            records.append(run_pair(algo, env, args, overrides))
+            try:
+                records.append(run_pair(algo, env, args, overrides))
+            except UnfinishedRunError as e:
+                print(f"stability.py: {e}", file=sys.stderr)
+                return 2
             (out / "table.md").write_text(table(records))
             print(table(records[-1:]), flush=True)
     (out / "command.txt").write_text("python benchmarks/stability.py " + " ".join(sys.argv[1:] if argv is None else argv) + "\n")

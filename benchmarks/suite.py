@@ -165,7 +165,8 @@ def _comparable(config_dict: dict) -> dict:
     return {k: v for k, v in config_dict.items() if k not in _RUN_LOCAL_FIELDS}
 
 
-def _check_same_config(old: dict, config, where: str) -> None:
+def check_same_config(old: dict, config, where: str) -> None:
+    """Refuse (ValueError) to continue a run whose recorded settings differ from ``config``'s."""
     from diffrl.core.run_dir import config_to_dict
 
     new = _comparable(config_to_dict(config))
@@ -184,13 +185,13 @@ def run_program(out: Path, algo: str, task: str, config, log=print) -> str:
 
     paths = [record_path(out, algo, task, i) for i in range(config.num_seeds)]
     if all(p.exists() for p in paths):
-        _check_same_config(json.loads(paths[0].read_text())["config"], config, str(paths[0]))
+        check_same_config(json.loads(paths[0].read_text())["config"], config, str(paths[0]))
         return "skipped"
     run_dir = Path(config.out)
     status = "trained"
     if run_dir.exists():
         if latest_valid_checkpoint(run_dir) is not None:
-            _check_same_config(json.loads((run_dir / "config.json").read_text())["config"], config, str(run_dir))
+            check_same_config(json.loads((run_dir / "config.json").read_text())["config"], config, str(run_dir))
             config = config.replace(resume=str(run_dir))
             status = "resumed"
         else:  # stopped before its first checkpoint: start over with a clean log

@@ -1,7 +1,8 @@
-"""benchmarks/stability.py on hand-made curves: worst drops, per-seed statistics, the tables."""
+"""benchmarks/stability.py: worst drops, per-seed statistics and tables on hand-made curves; resume of a killed pair."""
 import json
 
 import numpy as np
+import pytest
 
 import stability
 
@@ -68,3 +69,48 @@ def test_plot_pair_draws_a_run_without_diagnostics(tmp_path):
     stability.plot_pair(record, {"loss/value": np.zeros((2, 3))}, tmp_path / "p.png")
     stability.plot_pair(record, {"policy/approx_kl": np.zeros((2, 3))}, tmp_path / "q.png")
     assert (tmp_path / "p.png").stat().st_size > 0 and (tmp_path / "q.png").stat().st_size > 0
+
+
+class Killed(Exception):
+    """Stands in for a kill -9 between two checkpoints."""
+
+
+def test_a_killed_pair_resumes_to_the_uninterrupted_record(tmp_path, monkeypatch):
+    """--resume continues from the last checkpoint: the same evaluations and per-iteration metrics,
+    to the bit, as a run that was never stopped; without --resume the used directory is refused."""
+    from diffrl.core.trainer import Trainer
+
+    def argv(out):
+        return ["--algos", "reppo", "--envs", "gymnax/Pendulum-v1", "--num-seeds", "2", "--num-evals", "4",
+                "--eval-envs", "4", "--total-env-steps", "2048", "--set", "num_envs=16", "--set", "num_steps=32",
+                "--set", "reppo.num_minibatches=4", "--set", "reppo.num_epochs=1", "--out", str(out)]
+
+    assert stability.main(argv(tmp_path / "full")) == 0
+    write_checkpoint = Trainer._checkpoint
+    calls = []
+
+    def killed_at_the_third(self, state, chunk, row, clock):
+        calls.append(chunk)
+        if chunk == 3:  # chunk 3's metrics are saved, its checkpoint is not: they are recomputed
+            raise Killed
+        write_checkpoint(self, state, chunk, row, clock)
+
+    monkeypatch.setattr(Trainer, "_checkpoint", killed_at_the_third)
+    with pytest.raises(Killed):
+        stability.main(argv(tmp_path / "cut"))
+    monkeypatch.setattr(Trainer, "_checkpoint", write_checkpoint)
+    assert calls == [1, 2, 3]
+    assert stability.main(argv(tmp_path / "cut")) == 2  # a used run directory needs --resume
+    assert stability.main(argv(tmp_path / "cut") + ["--resume"]) == 0
+    name = "gymnax_Pendulum-v1--reppo"
+    full, cut = (json.loads((tmp_path / d / f"{name}.json").read_text()) for d in ("full", "cut"))
+    assert cut["resumed_at_env_steps"] == 1024 and full["resumed_at_env_steps"] is None
+    assert cut["env_steps"] == full["env_steps"] == [0, 512, 1024, 1536, 2048]
+    assert cut["per_sampler"] == full["per_sampler"]
+    with np.load(tmp_path / "full" / f"{name}.npz") as a, np.load(tmp_path / "cut" / f"{name}.npz") as b:
+        assert sorted(a.files) == sorted(b.files) and "critic__q_mse" in a.files
+        for key in a.files:
+            assert a[key].shape == (2, 4) and np.array_equal(a[key], b[key], equal_nan=True), key
+    # a recorded pair is read back, not retrained
+    monkeypatch.setattr(Trainer, "run", lambda self: pytest.fail("retrained a recorded pair"))
+    assert stability.main(argv(tmp_path / "cut") + ["--resume"]) == 0

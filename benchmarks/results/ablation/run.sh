@@ -6,6 +6,8 @@
 # (trudi-action is `--algo dime`, the same code with --diffusion.trust-region action as its default).
 # Paper scale (GPU): PAPER=1 run.sh TASK JOBS... uses the paper presets (PPO family `*-dmc`, the others
 # `*-dmc-small`), 1024 envs per seed and 50M env steps, as benchmarks/suite.py --paper.
+# A job that was killed continues from its latest checkpoint when run.sh is run again (--resume); a job
+# already recorded is read back, not retrained (remove its directory to train it again).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 task=$1; shift
@@ -25,6 +27,6 @@ for job in "$@"; do
   out=benchmarks/results/ablation/$(echo "$task" | sed 's/\([a-z]\)\([A-Z]\)/\1_\2/g' | tr A-Z a-z)_$job
   [ "${PAPER:-0}" = 1 ] && out=${out}_paper
   $PY benchmarks/stability.py --algos "$algo" --envs "playground/$task" --num-seeds 5 --eval-envs 16 \
-      --samplers sde,mean,zero-noise --out "$out" "${scale[@]}" "${set_args[@]}"
+      --samplers sde,mean,zero-noise --out "$out" --resume "${scale[@]}" "${set_args[@]}"
   rm -rf "$out/runs"  # the per-run directories (checkpoints, tensorboard) are not committed
 done
