@@ -14,6 +14,11 @@ dm_control task). Measured side by side in one run (this machine is noisy), for 
   Python >= 3.11 and the envpool asset packages, so it is not a diffrl dependency): its
   ``dm_control`` port of the same task at the same batch size, ``num_threads`` = 2.
 
+* optionally, for ``maniskill/`` tasks, ManiSkill's batched scene (``--scene-sizes 1024,4096``:
+  ``diffrl.envs.maniskill_batch``, every env in one process, actions in and steps out as JAX arrays
+  through DLPack) on ``--scene-backend physx_cuda`` (a GPU with CUDA builds of torch and JAX;
+  ``physx_cpu`` holds one env and only rehearses the code).
+
     python benchmarks/host_throughput.py --gymnasium --envpool-python /path/to/envpool/venv/bin/python
     python benchmarks/host_throughput.py --tasks maniskill/PushCube-v1,maniskill/PickCube-v1 \
         --out benchmarks/results/host_throughput_maniskill
@@ -74,6 +79,30 @@ def batched(task: str, num_envs: int, workers: int, seconds: float) -> float:
         return n / (time.perf_counter() - t0)
     finally:
         vec.close()
+
+
+def scene_rate(task: str, num_envs: int, backend: str, seconds: float) -> float:
+    """env steps/s of ManiSkill's batched scene, policy-side arrays (JAX) in and out, synchronised."""
+    import jax
+    import jax.numpy as jnp
+
+    from diffrl.envs.maniskill_batch import ManiSkillBatchVecEnv
+
+    env = ManiSkillBatchVecEnv(host_name(task).partition("/")[2], num_envs, sim_backend=backend)
+    try:
+        keys = jax.random.split(jax.random.PRNGKey(0), 64)
+        draw = jax.jit(lambda k: jax.random.uniform(k, (num_envs, env.spec.action_size), jnp.float32, -1, 1))
+        actions = [draw(k) for k in keys]
+        env.reset(0)
+        jax.block_until_ready(env.step(actions[0]).obs)  # warm
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            out = env.step(actions[n // num_envs % len(actions)])
+            n += num_envs
+        jax.block_until_ready(out.obs)
+        return n / (time.perf_counter() - t0)
+    finally:
+        env.close()
 
 
 def _gymnasium_env(task: str):
@@ -151,8 +180,12 @@ def main(argv=None) -> int:
     p.add_argument("--envpool-python", default=None, help="a Python interpreter with envpool installed")
     p.add_argument("--gymnasium", action="store_true",
                    help="also gymnasium's AsyncVectorEnv (one process per env, same-step auto-reset)")
+    p.add_argument("--scene-sizes", default="",
+                   help="maniskill/ tasks: also ManiSkill's batched scene at these sizes, e.g. 1024,4096")
+    p.add_argument("--scene-backend", default="physx_cuda", choices=("physx_cuda", "physx_cpu"))
     p.add_argument("--out", default="benchmarks/results/host_throughput")
     args = p.parse_args(argv)
+    scenes = [int(n) for n in args.scene_sizes.split(",") if n]
     os.environ.setdefault("MUJOCO_GL", "egl")
     workers = [int(w) for w in args.workers.split(",")]
     rows = []
@@ -160,6 +193,8 @@ def main(argv=None) -> int:
         row = {"task": host_name(task), "sim_alone": sim_alone(task, args.seconds)}
         for w in workers:
             row[f"workers_{w}"] = batched(task, args.num_envs, w, args.seconds)
+        for n in scenes if task.startswith("maniskill/") else ():
+            row[f"scene_{n}"] = scene_rate(task, n, args.scene_backend, args.seconds)
         if args.gymnasium:
             row["gymnasium_async"] = gymnasium_async(task, args.num_envs, args.num_envs, args.seconds)
         if args.envpool_python:
@@ -171,14 +206,16 @@ def main(argv=None) -> int:
     meta = {"num_envs": args.num_envs, "seconds_per_cell": args.seconds, "cpu_count": os.cpu_count(),
             "python": sys.version.split()[0]}
     (out / "throughput.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    cols = ["sim_alone"] + [f"workers_{w}" for w in workers] + (["gymnasium_async"] if args.gymnasium else [])
+    cols = ["sim_alone"] + [f"workers_{w}" for w in workers] + [f"scene_{n}" for n in scenes]
+    cols += ["gymnasium_async"] if args.gymnasium else []
     cols += ["envpool"] if args.envpool_python else []
     head = ["task", "sim alone (1 env)"] + [f"batch, {w} workers" if w else "batch, in process" for w in workers]
+    head += [f"ManiSkill scene of {n} ({args.scene_backend}, DLPack)" for n in scenes]
     head += [f"gymnasium AsyncVectorEnv ({args.num_envs} processes)"] if args.gymnasium else []
     head += ["envpool (2 threads)"] if args.envpool_python else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [f"{r[c]:,.0f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
+        cells = [f"{r[c]:,.0f}" if isinstance(r.get(c), float) else str(r.get(c, "-")) for c in cols]
         lines.append("| " + " | ".join([r["task"]] + cells) + " |")
     table = "\n".join(lines)
     (out / "table.md").write_text(f"env steps/s, batch of {args.num_envs} envs, random actions, "

@@ -18,6 +18,7 @@ from diffrl.algos.ppo_config import PPOConfig
 from diffrl.algos.offpolicy_config import OffPolicyConfig
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
+from diffrl.envs.maniskill import MANISKILL_BACKENDS
 from diffrl.envs.playground import PHYSICS_IMPLS
 from diffrl.envs.host_registry import is_host_env
 from diffrl.policies.adjoint import AdjointPolicyConfig
@@ -83,6 +84,12 @@ class TrainConfig:
     """Worker processes that step host environments (dmc/*, gym/*, maniskill/*: simulators stepped
     outside JAX, see docs/environments.md); each steps a contiguous slice of the batch. 0 steps them in
     the training process. Ignored by JAX environments."""
+    maniskill_backend: str = "auto"
+    """How maniskill/* tasks are simulated: workers (SAPIEN's CPU PhysX, one env per copy
+    in --host-workers processes), gpu (ManiSkill's PhysX GPU scene: every env of a batch in
+    this process, arrays passed to JAX through DLPack; needs torch and JAX with CUDA, one
+    device) or auto (gpu where both see a CUDA GPU and the run uses one device, else
+    workers). Ignored by other environments."""
     env_overrides: tuple[str, ...] = ()
     """Playground task config overrides, KEY=VALUE with dotted keys and VALUE read as JSON
     (e.g. push_config.enable=false); the *-humanoid-* presets turn off random pushes, as REPPO did."""
@@ -245,6 +252,9 @@ class TrainConfig:
         for item in self.env_overrides:
             if not item.partition("=")[0].strip() or "=" not in item:
                 errors.append(f"--env-overrides: {item!r} is not KEY=VALUE")
+        if self.maniskill_backend not in MANISKILL_BACKENDS:
+            errors.append(f"--maniskill-backend must be one of {', '.join(MANISKILL_BACKENDS)} "
+                          f"(got {self.maniskill_backend!r})")
         if self.host_workers < 0:
             errors.append(f"--host-workers must be >= 0 (got {self.host_workers})")
         if is_host_env(self.env) and (self.num_processes or 1) > 1:

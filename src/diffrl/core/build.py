@@ -64,7 +64,7 @@ def build(config: TrainConfig):
     from diffrl.envs.host_registry import host_env_maker, is_host_env
 
     if is_host_env(config.env):  # stepped outside JAX: batches are built by diffrl.core.host_loop
-        env = host_env_maker(config.env, base.spec, episode_length, config.host_workers)
+        env = host_env_maker(config.env, base.spec, episode_length, config.host_workers, _maniskill_backend(config))
         algo = make_algorithm(config, env.spec)
         _check_samplers(config, algo)
         return env, algo, env
@@ -73,6 +73,20 @@ def build(config: TrainConfig):
     algo = make_algorithm(config, env.spec)
     _check_samplers(config, algo)
     return env, algo, eval_env
+
+
+def _maniskill_backend(config: TrainConfig) -> str:
+    """--maniskill-backend resolved for this machine and run (``workers`` for other envs)."""
+    if not config.env.startswith("maniskill/"):
+        return "workers"
+    import jax
+
+    from diffrl.envs.maniskill_batch import resolve_backend
+
+    try:
+        return resolve_backend(config.maniskill_backend, config.num_devices or jax.local_device_count())
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check_samplers(config: TrainConfig, algo) -> None:

@@ -36,6 +36,14 @@ def host_seed(key: jax.Array) -> int:
     return int((words[0] * 2654435761 + words[-1]) % (2**31 - 1))
 
 
+def _stack_time(values: list) -> jax.Array:
+    """(S, B, ...) per step -> (S, T, B, ...) on the device: numpy steps are stacked on the host and
+    sent in one transfer, device steps (a GPU simulator's, through DLPack) stay on the device."""
+    if isinstance(values[0], jax.Array):
+        return jnp.stack(values, axis=1)
+    return jnp.asarray(np.stack(values, axis=1))
+
+
 class HostComponents:
     """``init(keys)``, ``chunk(state)``, ``evaluate(...)`` of a run on a host environment.
 
@@ -133,7 +141,7 @@ class HostComponents:
         actions, auxes = [], []
         for t in range(self.config.num_steps):
             action, aux = self._act(ts.algo, ts.obs_stats, jnp.asarray(self._by_seed(obs, B)), step_keys[:, t])
-            out = env.step(np.asarray(action).reshape(S * B, -1))
+            out = env.step(action.reshape(S * B, -1))  # a batch on the device takes it as it is
             actions.append(action)
             auxes.append(aux)
             for name, value in (("obs", obs), ("reward", out.reward), ("terminated", out.terminated),
@@ -143,7 +151,7 @@ class HostComponents:
                 record[name].append(self._by_seed(value, B))
             obs = out.obs
         self._obs = obs
-        seq = {name: jnp.asarray(np.stack(values, axis=1)) for name, values in record.items()}  # (S, T, B, ...)
+        seq = {name: _stack_time(values) for name, values in record.items()}  # (S, T, B, ...)
         stack = lambda *xs: jnp.stack(xs, axis=1)  # noqa: E731
         return self._finish(ts, key, key_update, seq["obs"], stack(*actions), jax.tree.map(stack, *auxes),
                             seq["reward"], seq["terminated"], seq["truncated"], seq["final_obs"], seq["ended"],
@@ -163,11 +171,12 @@ class HostComponents:
         for t in range(self.spec.episode_length):
             action = self._eval_act(algo_state, obs_stats, critic_stats, jnp.asarray(self._by_seed(obs, E)),
                                     step_keys[:, t], sampler)
-            out = self._eval_env.step(np.asarray(action).reshape(S * E, -1))
-            ret += np.where(alive, out.reward, 0.0)
+            out = self._eval_env.step(action.reshape(S * E, -1))
+            done = np.asarray(out.done)
+            ret += np.where(alive, np.asarray(out.reward), 0.0)
             steps += alive
-            success = np.where(alive & out.done, out.episode_success, success)
-            alive &= ~out.done
+            success = np.where(alive & done, np.asarray(out.episode_success), success)
+            alive &= ~done
             obs = out.obs
             if not alive.any():
                 break

@@ -57,7 +57,8 @@ class HostEnv(Protocol):
 
 
 class HostStep(NamedTuple):
-    """One batched step (or reset) of a :class:`HostVecEnv`; leading axis B (numpy arrays)."""
+    """One batched step (or reset) of a :class:`HostVecEnv`; leading axis B. numpy arrays, or JAX
+    arrays for a batch simulated on the accelerator (``diffrl.envs.maniskill_batch``)."""
 
     obs: np.ndarray
     """(B, obs_size) float32: the observation to act on next (a fresh episode's after a reset)."""
@@ -165,7 +166,8 @@ class HostVecEnv(Protocol):
         uniformly (training), else they start at 0 (evaluation: full episodes)."""
 
     def step(self, actions: np.ndarray) -> HostStep:
-        """(B, action_size) actions in [-1, 1] -> the batch's step (auto-reset included)."""
+        """(B, action_size) actions in [-1, 1] (a JAX array: a batch on the host converts it) -> the
+        batch's step (auto-reset included)."""
 
     def close(self) -> None:
         """Stop the workers."""

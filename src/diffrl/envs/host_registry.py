@@ -63,6 +63,9 @@ class HostEnvMaker:
     native_spec: EnvSpec
     spec: EnvSpec
     num_workers: int
+    make_batch: Callable[[int, int], object] | None = None
+    """``(num_envs, episode_length) -> HostVecEnv`` for a simulator that batches itself (ManiSkill's
+    GPU scene); None: ``make_env`` copies in worker processes."""
 
     @property
     def unwrapped(self):
@@ -70,6 +73,8 @@ class HostEnvMaker:
 
     def make(self, num_envs: int):
         """A started :class:`~diffrl.envs.host.HostVecEnv` of ``num_envs`` envs (close it after)."""
+        if self.make_batch is not None:
+            return self.make_batch(num_envs, self.spec.episode_length)
         from diffrl.envs.host import make_vec_env
 
         return make_vec_env(self.make_env, num_envs, self.num_workers, self.spec.episode_length)
@@ -80,8 +85,20 @@ class _Unwrapped:
     spec: EnvSpec
 
 
-def host_env_maker(name: str, native_spec: EnvSpec, episode_length: int, num_workers: int) -> HostEnvMaker:
+def maniskill_batch(task: str, sim_backend: str, num_envs: int, episode_length: int):
+    """One ManiSkill scene of ``num_envs`` copies (``diffrl.envs.maniskill_batch``)."""
+    from diffrl.envs.maniskill_batch import ManiSkillBatchVecEnv
+
+    return ManiSkillBatchVecEnv(task, num_envs, episode_length, sim_backend=sim_backend)
+
+
+def host_env_maker(name: str, native_spec: EnvSpec, episode_length: int, num_workers: int,
+                   maniskill_backend: str = "workers") -> HostEnvMaker:
+    """``maniskill_backend`` (resolved: ``workers`` or ``gpu``) chooses how maniskill/* batches."""
     from diffrl.envs.host import batch_spec
 
+    make_batch = None
+    if name.startswith("maniskill/") and maniskill_backend == "gpu":
+        make_batch = functools.partial(maniskill_batch, name.partition("/")[2], "physx_cuda")
     return HostEnvMaker(name, single_env_factory(name), native_spec, batch_spec(native_spec, episode_length),
-                        num_workers)
+                        num_workers, make_batch)

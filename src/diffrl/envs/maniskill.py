@@ -33,8 +33,8 @@ Decisions:
   action space;
 * the environment renders with ``render_mode="rgb_array"`` (videos; ``render`` gives one frame).
 
-The GPU backend (``physx_cuda``, thousands of environments in one process with DLPack into JAX)
-is not wired yet: docs/environments.md.
+On a CUDA GPU, ``--maniskill-backend gpu`` (or ``auto``) simulates a whole batch in ManiSkill's GPU
+scene instead, in this process, with DLPack into JAX: ``diffrl.envs.maniskill_batch``.
 """
 from __future__ import annotations
 
@@ -85,6 +85,10 @@ NEEDS_DOWNLOAD: dict[str, str] = {
 }
 """ManiSkill 3.0.1 tasks that download assets at run time (they fail offline), with what they need."""
 
+MANISKILL_BACKENDS: tuple[str, ...] = ("auto", "workers", "gpu")
+"""``--maniskill-backend``: SAPIEN's CPU PhysX in worker processes, ManiSkill's GPU scene in this
+process (``diffrl.envs.maniskill_batch``), or the GPU one where it can run."""
+
 EXTRA = "maniskill"
 """The pip extra (the CPU build of ``torch==2.13.0`` first, then ``pip install 'diffrl[maniskill]'``)."""
 
@@ -127,6 +131,43 @@ def _import_maniskill():
     return gym
 
 
+def make_task(task: str, num_envs: int, sim_backend: str, **kwargs):
+    """``gymnasium.make`` of a ManiSkill task as diffrl uses it (state observations, the normalised
+    dense reward, rgb_array rendering), with a clear error when SAPIEN finds no Vulkan driver."""
+    gym = _import_maniskill()
+    try:
+        return gym.make(task, obs_mode="state", num_envs=num_envs, sim_backend=sim_backend,
+                        render_mode="rgb_array", reward_mode="normalized_dense", **kwargs)
+    except RuntimeError as e:
+        if "vulkan" in str(e).lower() or "render" in str(e).lower():
+            raise RuntimeError(
+                f"maniskill/{task}: SAPIEN found no usable Vulkan driver ({e}). ManiSkill needs one even "
+                "without rendering; on Debian 12 install Mesa 25's lavapipe from bookworm-backports "
+                "(apt-get install -t bookworm-backports mesa-vulkan-drivers; `make setup-maniskill` does)."
+            ) from e
+        raise
+
+
+def task_spec(env, task: str) -> EnvSpec:
+    """One environment's spec of a made task (batched or not): flat state size, bounded native
+    action bounds, the registered time limit."""
+    base = env.unwrapped
+    act = base.single_action_space
+    low, high = np.asarray(act.low, np.float64).ravel(), np.asarray(act.high, np.float64).ravel()
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise ValueError(f"maniskill/{task}: the action space must be bounded (got {act})")
+    # ManiSkill's registry holds the time limit (gymnasium's spec of the made env does not); the
+    # observation space is known after construction (no extra reset: the batch resets every env).
+    from mani_skill.utils.registration import REGISTERED_ENVS
+
+    limit = REGISTERED_ENVS[task].max_episode_steps
+    spec = EnvSpec(name=f"maniskill/{task}", obs_size=int(np.prod(base.single_observation_space.shape)),
+                   action_size=int(low.size), action_low=tuple(float(x) for x in low),
+                   action_high=tuple(float(x) for x in high), episode_length=int(limit or 1000))
+    check_spec(spec)
+    return spec
+
+
 def _numpy(x) -> np.ndarray:
     if hasattr(x, "detach"):  # a torch tensor
         x = x.detach().cpu().numpy()
@@ -146,34 +187,10 @@ class ManiSkillEnv:
     def __init__(self, task: str, bootstrap_at_termination: bool = True, offline_only: bool = True):
         if offline_only:
             check_task(task)
-        gym = _import_maniskill()
-        try:
-            self.env = gym.make(task, obs_mode="state", num_envs=1, sim_backend="physx_cpu",
-                                render_mode="rgb_array", reward_mode="normalized_dense")
-        except RuntimeError as e:
-            if "vulkan" in str(e).lower() or "render" in str(e).lower():
-                raise RuntimeError(
-                    f"maniskill/{task}: SAPIEN found no usable Vulkan driver ({e}). ManiSkill needs one even "
-                    "without rendering; on Debian 12 install Mesa 25's lavapipe from bookworm-backports "
-                    "(apt-get install -t bookworm-backports mesa-vulkan-drivers; `make setup-maniskill` does)."
-                ) from e
-            raise
+        self.env = make_task(task, num_envs=1, sim_backend="physx_cpu")
         self.bootstrap_at_termination = bootstrap_at_termination
-        act = self.env.action_space
-        low, high = np.asarray(act.low, np.float64).ravel(), np.asarray(act.high, np.float64).ravel()
-        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-            raise ValueError(f"maniskill/{task}: the action space must be bounded (got {act})")
-        self._shape = act.shape
-        # ManiSkill's registry holds the time limit (gymnasium's spec of the made env does not); the
-        # observation space is known after construction (no extra reset: the batch resets every env).
-        from mani_skill.utils.registration import REGISTERED_ENVS
-
-        limit = REGISTERED_ENVS[task].max_episode_steps
-        obs_size = int(np.prod(self.env.observation_space.shape))
-        self.spec = EnvSpec(name=f"maniskill/{task}", obs_size=obs_size, action_size=int(low.size),
-                            action_low=tuple(float(x) for x in low), action_high=tuple(float(x) for x in high),
-                            episode_length=int(limit or 1000))
-        check_spec(self.spec)
+        self.spec = task_spec(self.env, task)
+        self._shape = self.env.action_space.shape
         self.success_once = False
         """Whether the current episode has reached the task's success (read by the host batch when
         an episode ends: ``HostStep.episode_success``, the evaluation's ``success_rate``)."""
