@@ -138,3 +138,23 @@ def test_throughput_benchmark_measures_the_scene(tmp_path):
     row = json.loads((tmp_path / "throughput.json").read_text())["rows"][0]
     assert row["scene_1"] > 0 and row["workers_0"] > 0
     assert "ManiSkill scene of 1 (physx_cpu, DLPack)" in (tmp_path / "table.md").read_text()
+
+
+def test_gpu_presets_are_the_references_settings_and_are_refused_without_a_gpu():
+    """reppo-maniskill: REPPO's ManiSkill runs (1024 x 128, 128 minibatches, 4 epochs, lambda 0.95,
+    gamma 1 - 10/50, support [-15, 15]); ppo-maniskill: ManiSkill's PPO baseline (512 x 50, 32
+    minibatches); both, and their variants, ask for the GPU scene."""
+    from diffrl.config import ConfigError
+    from diffrl.core.trainer import Trainer
+    from diffrl.presets import PRESETS
+
+    reppo = resolve("reppo", f"maniskill/{TASK}", "reppo-maniskill")
+    assert (reppo.num_envs, reppo.num_steps, reppo.reppo.num_minibatches, reppo.reppo.num_epochs) == (1024, 128, 128, 4)
+    assert (reppo.reppo.gamma, reppo.reppo.td_lambda, reppo.critic.vmin, reppo.critic.vmax) == (0.8, 0.95, -15.0, 15.0)
+    ppo = resolve("ppo", f"maniskill/{TASK}", "ppo-maniskill")
+    assert (ppo.num_envs, ppo.num_steps, ppo.ppo.num_minibatches, ppo.ppo.gamma, ppo.ppo.gae_lambda) == (512, 50, 32, 0.8, 0.9)
+    for algo in ("reppo", "trudi", "amdp", "dime", "ppo", "spo", "fpo", "dppo"):
+        assert PRESETS[f"{algo}-maniskill"]["maniskill_backend"] == "gpu", algo
+    if jax.default_backend() != "gpu":
+        with pytest.raises(ConfigError, match="--maniskill-backend gpu cannot run here"):
+            Trainer(resolve("trudi", f"maniskill/{TASK}", "trudi-maniskill"))

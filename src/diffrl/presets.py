@@ -126,6 +126,11 @@ PRESETS["ppo-maniskill-cpu"] = {
     "num_evals": 10, "eval_envs": 16,
 }
 
+# ... and the baseline itself on ManiSkill's GPU scene (--maniskill-backend gpu): its 512 envs x 50
+# steps, 32 minibatches, 10M env steps.
+PRESETS["ppo-maniskill"] = {**PRESETS["ppo-maniskill-cpu"], "total_env_steps": 10_000_000, "num_envs": 512,
+                            "ppo.num_minibatches": 32, "num_evals": 20, "maniskill_backend": "gpu"}
+
 
 # Small-batch stability (benchmarks/results/stability/): with 32 envs x 32 steps and 128 SGD steps
 # per iteration, two REPPO-reference settings made every member of the family (REPPO, TruDi, AMDP)
@@ -197,6 +202,13 @@ PRESETS.update({
     "reppo-maniskill-cpu": {"algo": "reppo", **_REPPO_CPU, "total_env_steps": 1_000_000,
                             "reppo.gamma": 0.8, "reppo.td_lambda": 0.95, "reppo.num_epochs": 4,
                             "critic.vmin": -15.0, "critic.vmax": 15.0, "num_steps": 50, "eval_envs": 16},
+    # REPPO's own ManiSkill runs on the GPU scene (--maniskill-backend gpu): its base settings
+    # (config/reppo.yaml: 1024 envs x 128 steps, 128 minibatches, 50M env steps) with the ManiSkill
+    # overrides (experiment_overrides/maniskill.yaml: 4 epochs, lambda 0.95; env/maniskill.yaml:
+    # support [-15, 15], 50-step episodes) and its ManiSkill discount 1 - 10 / 50 = 0.8.
+    "reppo-maniskill": {"algo": "reppo", **_reppo_dmc(128, 128), "reppo.gamma": 0.8, "reppo.td_lambda": 0.95,
+                        "reppo.num_epochs": 4, "critic.vmin": -15.0, "critic.vmax": 15.0, "eval_envs": 16,
+                        "maniskill_backend": "gpu"},
     "reppo-humanoid-cpu": {"algo": "reppo", **_LOCOMOTION_CPU_REPPO, **_HUMANOID_ENV},
     "reppo-locomotion-cpu": {"algo": "reppo", **_LOCOMOTION_CPU_REPPO},
     # gymnax classic control: small nets, many SGD steps per sample (learns Pendulum in ~30k steps).
@@ -289,7 +301,7 @@ def _diffusion_variant(family: str, base: dict[str, Any], cpu: bool) -> dict[str
 
 
 for _family in _DIFFUSION_FAMILIES:
-    for _name in ("dmc-small", "dmc-medium", "dmc-large", "humanoid-small", "humanoid-large",
+    for _name in ("dmc-small", "dmc-medium", "dmc-large", "humanoid-small", "humanoid-large", "maniskill",
                   "dmc-cpu", "humanoid-cpu", "locomotion-cpu", "maniskill-cpu", "gymnax", "toy", "bandit"):
         _cpu = _name in ("dmc-cpu", "humanoid-cpu", "locomotion-cpu", "maniskill-cpu", "gymnax", "toy", "bandit")
         PRESETS[f"{_family}-{_name}"] = _diffusion_variant(_family, PRESETS[f"reppo-{_name}"], _cpu)
