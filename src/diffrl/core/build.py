@@ -64,7 +64,10 @@ def build(config: TrainConfig):
     from diffrl.envs.host_registry import host_env_maker, is_host_env
 
     if is_host_env(config.env):  # stepped outside JAX: batches are built by diffrl.core.host_loop
-        env = host_env_maker(config.env, base.spec, episode_length, config.host_workers, _maniskill_backend(config))
+        try:
+            env = host_env_maker(config.env, base.spec, episode_length, config.host_workers, _maniskill_backend(config))
+        except ValueError as e:  # a registered make_env that worker processes cannot receive
+            raise ConfigError(str(e)) from None
         algo = make_algorithm(config, env.spec)
         _check_samplers(config, algo)
         return env, algo, env

@@ -8,9 +8,10 @@ Typical use::
     state = env.step(state, actions)
 
 Simulator libraries (Playground, Brax, gymnax) are imported only when an env of
-theirs is made.
+theirs is made. Simulators stepped outside JAX are added with :func:`register_host`.
 """
 from diffrl.envs.base import Env, EnvSpec, EnvState, check_spec
+from diffrl.envs.host_registry import register_host, unregister_host
 from diffrl.envs.registry import describe, list_envs, make, register, unregister
 from diffrl.envs.wrappers import (
     AutoReset,
@@ -26,7 +27,7 @@ from diffrl.envs.wrappers import (
 
 __all__ = [
     "Env", "EnvSpec", "EnvState", "check_spec",
-    "describe", "list_envs", "make", "register", "unregister",
+    "describe", "list_envs", "make", "register", "unregister", "register_host", "unregister_host",
     "AutoReset", "EpisodeStats", "RescaleAction", "TimeLimit", "VmapWrapper", "Wrapper",
     "randomize_step_counters", "strip_weak_types", "wrap",
 ]

@@ -102,7 +102,8 @@ def needs_download_error(task: str) -> ValueError:
     return ValueError(
         f"maniskill/{task} needs {NEEDS_DOWNLOAD[task]}, which ManiSkill downloads at run time; this "
         "machine may be offline, so diffrl does not list it. Download it first, then register the task "
-        "yourself (diffrl.envs.register with diffrl.envs.maniskill.ManiSkillEnv(task, offline_only=False)).")
+        "yourself: diffrl.envs.host_registry.register_host(name, functools.partial("
+        "diffrl.envs.maniskill.ManiSkillEnv, task, offline_only=False)).")
 
 
 def check_task(task: str) -> None:

@@ -86,6 +86,12 @@ def _builtin() -> dict[str, EnvFactory]:
 
 
 _REGISTRY: dict[str, EnvFactory] = _builtin()
+_BUILTIN = frozenset(_REGISTRY)
+
+
+def is_builtin(name: str) -> bool:
+    """Whether ``name`` is one of diffrl's own environments (not one a user registered)."""
+    return name in _BUILTIN
 
 
 def list_envs() -> list[str]:
