@@ -246,16 +246,18 @@ def test_swings_up_pendulum(tmp_path, algo):
 @long_only("8 seeds x 245,760 env steps: 15-60 min of one core per algorithm (the committed runs are in "
            "benchmarks/results/stability)")
 @pytest.mark.timeout(7200)
-@pytest.mark.xfail(strict=False, reason=(
-    "open problem (benchmarks/results/stability/README.md): 1 of 8 seeds of REPPO and of TruDi still "
-    "falls below its best for an evaluation or two (measured with the beta floor of their presets); "
-    "AMDP with its control bound: 0 of 8 in each of two 8-seed runs, but its temperature still climbs "
-    "in some seeds; not strict: whether a seed falls at an evaluation differs between machines"))
-@pytest.mark.parametrize("algo", ["reppo", "amdp", "trudi"])
+@pytest.mark.parametrize("algo", [
+    pytest.param("reppo", marks=pytest.mark.xfail(strict=False, reason=(
+        "REPPO's late drops (benchmarks/results/stability/README.md): 8 of 24 seeds of its preset at this "
+        "budget, and the official code at the same scale drops too (2 of 24 at 491,520 steps; 4 of 40 of "
+        "the paper's own medium-data CartpoleBalance seeds); not strict: whether a seed falls at an "
+        "evaluation differs between machines"))),
+    "amdp", "trudi"])
 def test_balances_playground_cartpole_stably(tmp_path, algo):
     """8 seeds, 245,760 env steps (benchmarks/results/stability/cartpole_balance): the median
     seed ends balanced and no seed falls more than 0.2 of the random-to-maximum range below its
-    best-so-far at an evaluation in the last third of training (measured: that table)."""
+    best-so-far at an evaluation in the last third of training. Measured with the presets of today:
+    TruDi 0 of 16 seeds and AMDP 0 of 16 (two 8-seed runs each, that table); REPPO fails it."""
     curves = train_seeds(tmp_path, algo, "playground/CartpoleBalance", 8, total_env_steps=245_760,
                          num_evals=12, eval_envs=16)
     returns = curves.returns[next(iter(curves.returns))]
