@@ -238,3 +238,19 @@ def test_presets_show_prints_the_resolved_config(capsys):
     assert "  reppo.gamma = 0.99" in text             # a default, unmarked
     assert main(["presets", "--show", "reppo-dmc-cpux"]) == 2
     assert "did you mean" in capsys.readouterr().err
+
+
+def test_resume_of_a_run_written_by_another_version_is_refused_with_a_message(tmp_path, capsys):
+    """A config.json with a field this version does not know: exit 2 naming it, no traceback."""
+    from diffrl.config import TrainConfig
+    from diffrl.core.run_dir import write_run_record
+
+    write_run_record(tmp_path, TrainConfig(algo="reppo"))
+    record = json.loads((tmp_path / "config.json").read_text())
+    record["config"]["field_from_the_future"] = 1
+    (tmp_path / "config.json").write_text(json.dumps(record))
+    assert main(["train", "--resume", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--resume" in err and "field_from_the_future" in err
+    assert main(["train", "--resume", str(tmp_path / "missing")]) == 2
+    assert "no config.json" in capsys.readouterr().err

@@ -79,13 +79,15 @@ def _train_resume(argv: list[str]) -> int:
     from diffrl.config import TrainConfig
     from diffrl.core.run_dir import resume_config
 
+    from diffrl.export import ExportError
+
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--resume", required=True)
     known, rest = p.parse_known_args(argv)
     try:
         defaults = resume_config(known.resume)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"diffrl train: {e}", file=sys.stderr)
+    except (FileNotFoundError, ValueError, ExportError) as e:  # ExportError: a config of another version
+        print(f"diffrl train: --resume {known.resume}: {e}", file=sys.stderr)
         return 2
     config = tyro.cli(TrainConfig, default=defaults, args=rest, prog="diffrl train --resume RUN_DIR")
     for frozen in ("algo", "env", "num_envs", "num_steps", "num_seeds", "seed"):
