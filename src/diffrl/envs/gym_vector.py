@@ -29,27 +29,8 @@ import functools
 
 import numpy as np
 
-from diffrl.envs.base import EnvSpec, check_spec
+from diffrl.envs.gymnasium_env import box_spec
 from diffrl.envs.host import HostStep, batch_spec, first_step_counts, native_action
-
-
-def vector_spec(vector_env, name: str) -> EnvSpec:
-    """One env's spec from a vector env's single spaces (its time limit: the sub-envs' ``spec``)."""
-    import gymnasium as gym
-
-    obs_space, act_space = vector_env.single_observation_space, vector_env.single_action_space
-    if not isinstance(obs_space, gym.spaces.Box) or not isinstance(act_space, gym.spaces.Box):
-        raise ValueError(f"{name}: diffrl needs Box observation and action spaces "
-                         f"(got {type(obs_space).__name__}, {type(act_space).__name__})")
-    low, high = np.asarray(act_space.low, np.float64).ravel(), np.asarray(act_space.high, np.float64).ravel()
-    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-        raise ValueError(f"{name}: the action space must be bounded (got {act_space})")
-    limit = vector_env.spec.max_episode_steps if getattr(vector_env, "spec", None) is not None else None
-    spec = EnvSpec(name=name, obs_size=int(np.prod(obs_space.shape)), action_size=int(low.size),
-                   action_low=tuple(float(x) for x in low), action_high=tuple(float(x) for x in high),
-                   episode_length=int(limit or 1000))
-    check_spec(spec)
-    return spec
 
 
 class GymVectorBatch:
@@ -72,7 +53,8 @@ class GymVectorBatch:
                              "GymVectorBatch resets ended envs itself, in the same step")
         self.env = vector_env
         self.num_envs = int(vector_env.num_envs)
-        self.native_spec = vector_spec(vector_env, name)
+        self.native_spec = box_spec(vector_env.single_observation_space, vector_env.single_action_space,
+                                    getattr(vector_env, "spec", None), name)
         self.spec = batch_spec(self.native_spec, episode_length or self.native_spec.episode_length)
         self._low = np.asarray(self.native_spec.action_low, np.float32)
         self._high = np.asarray(self.native_spec.action_high, np.float32)

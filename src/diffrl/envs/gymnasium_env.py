@@ -28,6 +28,25 @@ GYM_TASKS: tuple[str, ...] = (
 """Gymnasium 1.3's continuous-control tasks that build offline with diffrl's dependencies."""
 
 
+def box_spec(obs_space, act_space, gym_spec, name: str) -> EnvSpec:
+    """One env's spec from gymnasium spaces: Box observation and bounded Box action spaces refused
+    otherwise; the time limit is ``gym_spec.max_episode_steps`` (1000 when there is none)."""
+    import gymnasium as gym
+
+    if not isinstance(obs_space, gym.spaces.Box) or not isinstance(act_space, gym.spaces.Box):
+        raise ValueError(f"{name}: diffrl needs Box observation and action spaces "
+                         f"(got {type(obs_space).__name__}, {type(act_space).__name__})")
+    low, high = np.asarray(act_space.low, np.float64).ravel(), np.asarray(act_space.high, np.float64).ravel()
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise ValueError(f"{name}: the action space must be bounded (got {act_space})")
+    limit = gym_spec.max_episode_steps if gym_spec is not None else None
+    spec = EnvSpec(name=name, obs_size=int(np.prod(obs_space.shape)), action_size=int(low.size),
+                   action_low=tuple(float(x) for x in low), action_high=tuple(float(x) for x in high),
+                   episode_length=int(limit or 1000))
+    check_spec(spec)
+    return spec
+
+
 class GymnasiumHostEnv:
     """One gymnasium environment behind the :class:`~diffrl.envs.host.HostEnv` protocol.
 
@@ -48,19 +67,8 @@ class GymnasiumHostEnv:
                 raise ValueError(f"unknown gymnasium task {env!r}.{hint} Supported: {', '.join(GYM_TASKS)}")
             name = name or f"gym/{env}"
             env = gym.make(env, **make_kwargs)
-        obs_space, act_space = env.observation_space, env.action_space
-        if not isinstance(obs_space, gym.spaces.Box) or not isinstance(act_space, gym.spaces.Box):
-            raise ValueError(f"{name}: diffrl needs Box observation and action spaces "
-                             f"(got {type(obs_space).__name__}, {type(act_space).__name__})")
-        low, high = np.asarray(act_space.low, np.float64).ravel(), np.asarray(act_space.high, np.float64).ravel()
-        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-            raise ValueError(f"{name}: the action space must be bounded (got {act_space})")
-        limit = env.spec.max_episode_steps if env.spec is not None else None
-        self.env, self._shape = env, act_space.shape
-        self.spec = EnvSpec(name=name or "gym/custom", obs_size=int(np.prod(obs_space.shape)),
-                            action_size=int(low.size), action_low=tuple(float(x) for x in low),
-                            action_high=tuple(float(x) for x in high), episode_length=int(limit or 1000))
-        check_spec(self.spec)
+        self.env, self._shape = env, env.action_space.shape
+        self.spec = box_spec(env.observation_space, env.action_space, env.spec, name or "gym/custom")
 
     def reset(self, seed: int) -> np.ndarray:
         obs, _ = self.env.reset(seed=int(seed))
