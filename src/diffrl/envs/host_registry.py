@@ -79,7 +79,7 @@ def unregister_host(name: str) -> None:
     if name not in _REGISTERED:
         raise ValueError(f"{name!r} was not added with register_host")
     del _REGISTERED[name]
-    if registry.list_envs().count(name) and not _is_builtin(name):
+    if name in registry.list_envs() and not _is_builtin(name):
         registry.unregister(name)
 
 
@@ -127,7 +127,7 @@ class HostEnvMaker:
     num_workers: int
     make_batch: Callable[[int, int], object] | None = None
     """``(num_envs, episode_length) -> HostVecEnv`` for a simulator that batches itself (ManiSkill's
-    GPU scene); None: ``make_env`` copies in worker processes."""
+    GPU scene, a registered ``make_batch``); None: ``make_env`` copies in worker processes."""
 
     @property
     def unwrapped(self):
@@ -156,12 +156,13 @@ def maniskill_batch(task: str, sim_backend: str, num_envs: int, episode_length: 
 
 def host_env_maker(name: str, native_spec: EnvSpec, episode_length: int, num_workers: int,
                    maniskill_backend: str = "workers") -> HostEnvMaker:
-    """``maniskill_backend`` (resolved: ``workers`` or ``gpu``) chooses how maniskill/* batches."""
+    """``maniskill_backend`` (resolved: ``workers`` or ``gpu``) chooses how maniskill/* batches; a
+    name added with :func:`register_host` is batched as registered."""
     from diffrl.envs.host import batch_spec
 
     make_env = single_env_factory(name)
     make_batch = _REGISTERED[name][1] if name in _REGISTERED else None
-    if make_batch is None and name.startswith("maniskill/") and maniskill_backend == "gpu":
+    if name not in _REGISTERED and name.startswith("maniskill/") and maniskill_backend == "gpu":
         make_batch = functools.partial(maniskill_batch, name.partition("/")[2], "physx_cuda")
     if make_batch is None and num_workers > 0:
         import pickle
