@@ -161,9 +161,9 @@ class ManiSkillBatchVecEnv:
         if self._has_success:
             success = torch.where(done, self._success.to(torch.float32), 0.0)
         else:
-            success = torch.where(done, float("nan"), 0.0)
+            success = torch.where(done, torch.full_like(self._ep_return, float("nan")), 0.0)
         next_obs = final
-        if bool(done.any()):  # one device sync per step with an ended episode
+        if bool(done.any()):  # a device sync each step (the policy's act call waits on the step anyway)
             index = torch.nonzero(done).reshape(-1)
             fresh, _ = self.env.reset(seed=self._reset_seed(), options={"env_idx": index})
             next_obs = torch.where(done[:, None], self._obs(fresh), final)
