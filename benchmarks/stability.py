@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -144,7 +143,8 @@ training metrics per chunk, so that a resumed run still has every iteration's di
 
 
 class UnfinishedRunError(RuntimeError):
-    """A pair's run directory already holds a run, and ``--resume`` was not given."""
+    """A pair's run directory already holds a run, and ``--resume`` was not given (or the run there
+    was made with other settings)."""
 
 
 def save_chunk_metrics(run_dir: Path, first_iteration: int, metrics: dict) -> None:
@@ -166,28 +166,6 @@ def load_chunk_metrics(run_dir: Path, before_iteration: int | None = None) -> li
             with np.load(path) as data:
                 chunks.append((first, {k.replace("__", "/"): data[k] for k in data.files}))
     return chunks
-
-
-def resume_point(run_dir: Path, resume: bool) -> dict | None:
-    """The metadata of the checkpoint a pair continues from; None to start afresh.
-
-    Refuses (UnfinishedRunError) to start afresh over an earlier run's files unless asked to resume:
-    its metrics log would be appended to and its checkpoints mixed with the new run's. With ``resume``,
-    a run that never reached a checkpoint is removed and started over."""
-    from diffrl.checkpoint import latest_valid_checkpoint, read_metadata
-
-    used = run_dir.is_dir() and any((run_dir / f).exists() for f in ("metrics.jsonl", "checkpoints"))
-    if not used:
-        return None
-    if not resume:
-        raise UnfinishedRunError(f"{run_dir} already holds a run: pass --resume to continue it from its latest "
-                                 "checkpoint, or remove the directory to start over")
-    path = latest_valid_checkpoint(run_dir)
-    if path is None:  # stopped before its first checkpoint: nothing to keep, start over with a clean log
-        print(f"[stability] {run_dir}: no checkpoint to continue from, starting over", file=sys.stderr, flush=True)
-        shutil.rmtree(run_dir)
-        return None
-    return read_metadata(path)
 
 
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
@@ -220,16 +198,19 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     if note:
         print(f"[stability] {algo}: {note}", file=sys.stderr, flush=True)
     config = config.replace(eval_samplers=samplers)
-    resumed = resume_point(run_dir, args.resume)
+    # A used run directory is continued only when asked: starting afresh would append to its metrics
+    # log and mix its checkpoints with the new run's.
+    if not args.resume and any((run_dir / f).exists() for f in ("metrics.jsonl", "checkpoints")):
+        raise UnfinishedRunError(f"{run_dir} already holds a run: pass --resume to continue it from its latest "
+                                 "checkpoint, or remove the directory to start over")
+    from suite import continue_or_restart  # as the suite resumes its programs
+
+    try:
+        config, resumed = continue_or_restart(run_dir, config)
+    except ValueError as e:  # the directory was written with other settings
+        raise UnfinishedRunError(f"--resume: {e}") from None
     earlier_wall = 0.0
     if resumed is not None:
-        from suite import check_same_config  # a resumed run keeps its settings, or it is refused
-
-        try:
-            check_same_config(json.loads((run_dir / "config.json").read_text())["config"], config, str(run_dir))
-        except ValueError as e:
-            raise UnfinishedRunError(f"--resume: {e}") from None
-        config = config.replace(resume=str(run_dir))
         earlier_wall = float((resumed.get("clock") or {}).get("walltime", 0.0))
         print(f"[stability] {name}: resuming at {resumed.get('env_steps'):,} env steps", file=sys.stderr, flush=True)
     run_dir.mkdir(parents=True, exist_ok=True)

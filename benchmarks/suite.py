@@ -177,9 +177,25 @@ def check_same_config(old: dict, config, where: str) -> None:
                          f"use another --out or delete it")
 
 
+def continue_or_restart(run_dir: Path, config) -> tuple:
+    """A stopped program's run directory -> (config, metadata of the checkpoint it continues from).
+
+    With a valid checkpoint the program continues from it (``config`` gets ``resume``; ValueError if
+    the directory was written with other settings); without one it is removed and started over with
+    a clean log (metadata None), as when there is no directory."""
+    from diffrl.checkpoint import latest_valid_checkpoint, read_metadata
+
+    path = latest_valid_checkpoint(run_dir) if run_dir.exists() else None
+    if path is None:
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        return config, None
+    check_same_config(json.loads((run_dir / "config.json").read_text())["config"], config, str(run_dir))
+    return config.replace(resume=str(run_dir)), read_metadata(path)
+
+
 def run_program(out: Path, algo: str, task: str, config, log=print) -> str:
     """Train one (algo, task) program unless its records exist; -> 'skipped', 'resumed' or 'trained'."""
-    from diffrl.checkpoint import latest_valid_checkpoint
     from diffrl.core.run_dir import atomic_write_json
     from diffrl.core.trainer import Trainer
 
@@ -188,14 +204,8 @@ def run_program(out: Path, algo: str, task: str, config, log=print) -> str:
         check_same_config(json.loads(paths[0].read_text())["config"], config, str(paths[0]))
         return "skipped"
     run_dir = Path(config.out)
-    status = "trained"
-    if run_dir.exists():
-        if latest_valid_checkpoint(run_dir) is not None:
-            check_same_config(json.loads((run_dir / "config.json").read_text())["config"], config, str(run_dir))
-            config = config.replace(resume=str(run_dir))
-            status = "resumed"
-        else:  # stopped before its first checkpoint: start over with a clean log
-            shutil.rmtree(run_dir)
+    config, resumed = continue_or_restart(run_dir, config)
+    status = "trained" if resumed is None else "resumed"
     log(f"[suite] {algo} on {task}: {status if status == 'resumed' else 'training'} "
         f"({config.num_seeds} seeds x {config.trained_env_steps:,} env steps)")
     trainer = Trainer(config)
