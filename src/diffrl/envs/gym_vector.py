@@ -29,7 +29,7 @@ import functools
 
 import numpy as np
 
-from diffrl.envs.gymnasium_env import box_spec
+from diffrl.envs.gymnasium_env import box_spec, time_limit
 from diffrl.envs.host import HostStep, batch_spec, first_step_counts, native_action
 
 
@@ -54,7 +54,7 @@ class GymVectorBatch:
         self.env = vector_env
         self.num_envs = int(vector_env.num_envs)
         self.native_spec = box_spec(vector_env.single_observation_space, vector_env.single_action_space,
-                                    getattr(vector_env, "spec", None), name)
+                                    time_limit(vector_env), name)
         self.spec = batch_spec(self.native_spec, episode_length or self.native_spec.episode_length)
         self._low = np.asarray(self.native_spec.action_low, np.float32)
         self._high = np.asarray(self.native_spec.action_high, np.float32)

@@ -28,9 +28,15 @@ GYM_TASKS: tuple[str, ...] = (
 """Gymnasium 1.3's continuous-control tasks that build offline with diffrl's dependencies."""
 
 
-def box_spec(obs_space, act_space, gym_spec, name: str) -> EnvSpec:
+def time_limit(env) -> int | None:
+    """A gymnasium env's (or vector env's) registered ``max_episode_steps``, None without one."""
+    spec = getattr(env, "spec", None)
+    return spec.max_episode_steps if spec is not None else None
+
+
+def box_spec(obs_space, act_space, episode_length: int | None, name: str) -> EnvSpec:
     """One env's spec from gymnasium spaces: Box observation and bounded Box action spaces refused
-    otherwise; the time limit is ``gym_spec.max_episode_steps`` (1000 when there is none)."""
+    otherwise; the time limit is ``episode_length`` (1000 when None)."""
     import gymnasium as gym
 
     if not isinstance(obs_space, gym.spaces.Box) or not isinstance(act_space, gym.spaces.Box):
@@ -39,10 +45,9 @@ def box_spec(obs_space, act_space, gym_spec, name: str) -> EnvSpec:
     low, high = np.asarray(act_space.low, np.float64).ravel(), np.asarray(act_space.high, np.float64).ravel()
     if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
         raise ValueError(f"{name}: the action space must be bounded (got {act_space})")
-    limit = gym_spec.max_episode_steps if gym_spec is not None else None
     spec = EnvSpec(name=name, obs_size=int(np.prod(obs_space.shape)), action_size=int(low.size),
                    action_low=tuple(float(x) for x in low), action_high=tuple(float(x) for x in high),
-                   episode_length=int(limit or 1000))
+                   episode_length=int(episode_length or 1000))
     check_spec(spec)
     return spec
 
@@ -68,7 +73,7 @@ class GymnasiumHostEnv:
             name = name or f"gym/{env}"
             env = gym.make(env, **make_kwargs)
         self.env, self._shape = env, env.action_space.shape
-        self.spec = box_spec(env.observation_space, env.action_space, env.spec, name or "gym/custom")
+        self.spec = box_spec(env.observation_space, env.action_space, time_limit(env), name or "gym/custom")
 
     def reset(self, seed: int) -> np.ndarray:
         obs, _ = self.env.reset(seed=int(seed))

@@ -42,7 +42,7 @@ import os
 
 import numpy as np
 
-from diffrl.envs.base import EnvSpec, check_spec
+from diffrl.envs.base import EnvSpec
 
 MANISKILL_TASKS: tuple[str, ...] = (
     "PushCube-v1", "PickCube-v1", "PullCube-v1", "StackCube-v1", "LiftPegUpright-v1", "PegInsertionSide-v1",
@@ -152,21 +152,15 @@ def make_task(task: str, num_envs: int, sim_backend: str, **kwargs):
 def task_spec(env, task: str) -> EnvSpec:
     """One environment's spec of a made task (batched or not): flat state size, bounded native
     action bounds, the registered time limit."""
-    base = env.unwrapped
-    act = base.single_action_space
-    low, high = np.asarray(act.low, np.float64).ravel(), np.asarray(act.high, np.float64).ravel()
-    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-        raise ValueError(f"maniskill/{task}: the action space must be bounded (got {act})")
-    # ManiSkill's registry holds the time limit (gymnasium's spec of the made env does not); the
-    # observation space is known after construction (no extra reset: the batch resets every env).
     from mani_skill.utils.registration import REGISTERED_ENVS
 
-    limit = REGISTERED_ENVS[task].max_episode_steps
-    spec = EnvSpec(name=f"maniskill/{task}", obs_size=int(np.prod(base.single_observation_space.shape)),
-                   action_size=int(low.size), action_low=tuple(float(x) for x in low),
-                   action_high=tuple(float(x) for x in high), episode_length=int(limit or 1000))
-    check_spec(spec)
-    return spec
+    from diffrl.envs.gymnasium_env import box_spec
+
+    # ManiSkill's registry holds the time limit (gymnasium's spec of the made env does not); the
+    # observation space is known after construction (no extra reset: the batch resets every env).
+    base = env.unwrapped
+    return box_spec(base.single_observation_space, base.single_action_space,
+                    REGISTERED_ENVS[task].max_episode_steps, f"maniskill/{task}")
 
 
 def _numpy(x) -> np.ndarray:
