@@ -50,17 +50,40 @@ def parse_args(argv=None):
     p.add_argument("--reward-width", type=float, default=None,
                    help="MirrorGoals/OctahedronGoals: the goal reward's width (default: the task's, 0.1); "
                         "1.0 makes the reward dense (exp(-1) = 0.37 at the start)")
+    p.add_argument("--start-spread", type=float, default=0.0,
+                   help="MirrorGoals/OctahedronGoals: train from start positions drawn uniformly in [-S, S]^dim "
+                        "(exploring starts); the final evaluation and every printed diagnostic still start "
+                        "at the origin, the task as defined (the evaluations logged during training do not)")
     return p.parse_args(argv)
 
 
-def use_reward_width(env: str, width: float) -> None:
-    """Re-register the point-mass task ``env`` with ``reward_width = width`` (this process only)."""
-    from diffrl.envs import registry, toy
+def point_mass_task(env: str, **fields):
+    """The point-mass task ``env`` built with ``MirrorGoalsConfig(**fields)``."""
+    from diffrl.envs import toy
 
     cls = {"toy/MirrorGoals": toy.MirrorGoals, "toy/OctahedronGoals": toy.OctahedronGoals}.get(env)
     if cls is None:
-        raise SystemExit(f"--reward-width applies to toy/MirrorGoals and toy/OctahedronGoals, not {env}")
-    registry.register(env, lambda **kw: cls(toy.MirrorGoalsConfig(reward_width=width)), overwrite=True)
+        raise SystemExit(f"--reward-width and --start-spread apply to toy/MirrorGoals and toy/OctahedronGoals, "
+                         f"not {env}")
+    return cls(toy.MirrorGoalsConfig(**fields))
+
+
+def use_task_config(env: str, **fields) -> None:
+    """Re-register the point-mass task ``env`` with these MirrorGoalsConfig fields (this process only)."""
+    from diffrl.envs import registry
+
+    point_mass_task(env, **fields)  # refuses other tasks now, not at the first make()
+    registry.register(env, lambda **kw: point_mass_task(env, **fields), overwrite=True)
+
+
+def evaluate_from_origin(a, cfg, trainer) -> None:
+    """After training from spread starts: evaluate (and diagnose) from the task's own start."""
+    from diffrl.core.evaluate import make_evaluate, wrap_for_eval
+
+    fields = {} if a.reward_width is None else {"reward_width": a.reward_width}
+    base = point_mass_task(a.env, **fields)
+    trainer.eval_env = wrap_for_eval(base, episode_length=cfg.episode_length or base.spec.episode_length)
+    trainer.evaluate = make_evaluate(cfg, trainer.eval_env, trainer.algo)
 
 
 def train(a):
@@ -100,10 +123,13 @@ def print_training(a, samplers, chunks):
 
 def main(argv=None):
     a = parse_args(argv)
-    if a.reward_width is not None:
-        use_reward_width(a.env, a.reward_width)
+    fields = {k: v for k, v in (("reward_width", a.reward_width), ("start_spread", a.start_spread)) if v}
+    if fields:
+        use_task_config(a.env, **fields)
     cfg, tr, samplers, chunks = train(a)
     print_training(a, samplers, chunks)
+    if a.start_spread:
+        evaluate_from_origin(a, cfg, tr)
     st = tr.state
     keys = jax.random.split(jax.random.PRNGKey(7), a.seeds)
     # per-seed final evaluation

@@ -41,11 +41,11 @@ def test_diagnose_reward_width_rebuilds_the_point_mass_task_and_refuses_others(m
 
     # restore the built-in factory after the test
     monkeypatch.setitem(registry._REGISTRY, "toy/MirrorGoals", registry._REGISTRY["toy/MirrorGoals"])
-    multimodality_diagnose.use_reward_width("toy/MirrorGoals", 1.0)
+    multimodality_diagnose.use_task_config("toy/MirrorGoals", reward_width=1.0)
     env = registry.make("toy/MirrorGoals")
     assert env.config.reward_width == 1.0
     state = env.step(env.reset(jax.random.PRNGKey(0)), jnp.zeros(2))
     # at rest at the origin, distance 1 to either goal: exp(-1 / width) with width 1
     assert abs(float(state.reward) - float(jnp.exp(-1.0))) < 1e-6
     with pytest.raises(SystemExit, match="toy/MirrorGoals and toy/OctahedronGoals"):
-        multimodality_diagnose.use_reward_width("toy/CornerBandit", 1.0)
+        multimodality_diagnose.use_task_config("toy/CornerBandit", reward_width=1.0)

@@ -68,6 +68,29 @@ def test_mirror_goals_reward_and_mode_oracle():
     assert state.info["mode"] == -1 and state.info["mode"].dtype == jnp.int32
 
 
+def test_point_mass_start_spread_draws_starts_in_the_box_and_zero_is_the_origin():
+    import pytest
+
+    from diffrl.envs.toy import MirrorGoalsConfig
+
+    keys = jax.random.split(jax.random.PRNGKey(3), 64)
+    for cls, dim in ((MirrorGoals, 2), (OctahedronGoals, 3)):
+        fixed = jax.vmap(cls().reset)(keys)
+        assert np.array_equal(np.asarray(fixed.obs), np.zeros((64, 2 * dim)))  # bit for bit, no -0.0 games
+        spread = jax.vmap(cls(MirrorGoalsConfig(start_spread=0.5)).reset)(keys)
+        position, velocity = np.asarray(spread.obs[:, :dim]), np.asarray(spread.obs[:, dim:])
+        assert np.all(np.abs(position) <= 0.5) and np.all(velocity == 0)
+        assert np.array_equal(np.asarray(spread.inner["position"]), position)
+        # spread over the box: every axis takes both signs and the starts differ by key
+        assert np.all((position > 0.1).any(0)) and np.all((position < -0.1).any(0))
+        assert len(np.unique(position[:, 0])) == 64
+        # the reported mode is that of the start (a start within mode_radius of a goal counts)
+        near = np.linalg.norm(position[:, None] - np.asarray(cls().goals)[None], axis=-1).min(-1) < 0.3
+        assert np.array_equal(np.asarray(spread.info["mode"]) >= 0, near)
+        with pytest.raises(ValueError, match="start_spread must be >= 0"):
+            cls(MirrorGoalsConfig(start_spread=-0.1))
+
+
 def test_bimodal_bandit_peaks_modes_and_one_step_episodes():
     env = wrap(make("toy/BimodalBandit"))
     assert env.spec.modes == 2 and env.spec.episode_length == 1

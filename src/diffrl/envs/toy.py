@@ -66,6 +66,12 @@ class MirrorGoalsConfig:
     """A goal counts as reached (``info['mode']``) within this distance."""
     episode_length: int = 40
     """Steps until truncation."""
+    start_spread: float = 0.0
+    """Half-width of the box ``[-s, s]^dim`` around the origin that the start position is drawn
+    from uniformly (at rest). 0, the default, is the task as defined: a deterministic start at the
+    origin, where every optimum is equally good. A spread > 0 is a training aid ("exploring
+    starts"): the on-policy data then cover the states near every goal, not only those of the
+    goal the policy happens to favour (benchmarks/results/multimodality/README.md)."""
 
 
 class _PointMassGoals:
@@ -79,6 +85,8 @@ class _PointMassGoals:
     """
 
     def __init__(self, name: str, goals, config: MirrorGoalsConfig):
+        if not config.start_spread >= 0:
+            raise ValueError(f"{name}: start_spread must be >= 0 (got {config.start_spread})")
         self.config = config
         self.goals = jnp.asarray(goals, jnp.float32)
         num_goals, dim = self.goals.shape
@@ -105,8 +113,10 @@ class _PointMassGoals:
         }
 
     def reset(self, key: jax.Array) -> EnvState:
-        del key  # the start is deterministic: the mode is the policy's choice alone
-        position = jnp.zeros((self.dim,), jnp.float32)
+        # start_spread 0: the start is deterministic, so the mode is the policy's choice alone
+        spread = self.config.start_spread
+        position = (spread * jax.random.uniform(key, (self.dim,), jnp.float32, -1.0, 1.0) if spread > 0
+                    else jnp.zeros((self.dim,), jnp.float32))
         velocity = jnp.zeros((self.dim,), jnp.float32)
         inner = {"position": position, "velocity": velocity}
         obs = jnp.concatenate([position, velocity])
