@@ -70,8 +70,9 @@ class MirrorGoalsConfig:
     """Half-width of the box ``[-s, s]^dim`` around the origin that the start position is drawn
     from uniformly (at rest). 0, the default, is the task as defined: a deterministic start at the
     origin, where every optimum is equally good. A spread > 0 is a training aid ("exploring
-    starts"): the on-policy data then cover the states near every goal, not only those of the
-    goal the policy happens to favour (benchmarks/results/multimodality/README.md)."""
+    starts"): the on-policy data then cover states on every side of the origin, not only those
+    toward the goal the policy favours. Measured: it does not keep TruDi or AMDP from committing to
+    one goal (benchmarks/results/multimodality/README.md, diagnosis point 8)."""
 
 
 class _PointMassGoals:
