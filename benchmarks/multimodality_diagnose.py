@@ -76,12 +76,12 @@ def use_task_config(env: str, **fields) -> None:
     registry.register(env, lambda **kw: point_mass_task(env, **fields), overwrite=True)
 
 
-def evaluate_from_origin(a, cfg, trainer) -> None:
-    """After training from spread starts: evaluate (and diagnose) from the task's own start."""
+def evaluate_from_origin(env: str, fields: dict, cfg, trainer) -> None:
+    """After training from spread starts (the task built with ``fields``): evaluate (and diagnose)
+    from the task's own start, the origin."""
     from diffrl.core.evaluate import make_evaluate, wrap_for_eval
 
-    fields = {} if a.reward_width is None else {"reward_width": a.reward_width}
-    base = point_mass_task(a.env, **fields)
+    base = point_mass_task(env, **{**fields, "start_spread": 0.0})
     trainer.eval_env = wrap_for_eval(base, episode_length=cfg.episode_length or base.spec.episode_length)
     trainer.evaluate = make_evaluate(cfg, trainer.eval_env, trainer.algo)
 
@@ -129,7 +129,7 @@ def main(argv=None):
     cfg, tr, samplers, chunks = train(a)
     print_training(a, samplers, chunks)
     if a.start_spread:
-        evaluate_from_origin(a, cfg, tr)
+        evaluate_from_origin(a.env, fields, cfg, tr)
     st = tr.state
     keys = jax.random.split(jax.random.PRNGKey(7), a.seeds)
     # per-seed final evaluation
