@@ -36,16 +36,21 @@ $(HOST_STAMP): $(STAMP) requirements-host.lock
 	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements-host.lock -c requirements.lock
 	touch $(HOST_STAMP)
 
-# ManiSkill3 (maniskill/<Task>, stepped outside JAX): the CPU build of torch first (pip: a local CPU wheel
-# where the machine has one, else PyTorch's CPU index; PyPI's own torch is a CUDA build of several GB),
-# then requirements-maniskill.lock, then a Vulkan driver for SAPIEN. Not needed by `make train`.
+# ManiSkill3 (maniskill/<Task>, stepped outside JAX): the CPU build of torch first, then
+# requirements-maniskill.lock, then a Vulkan driver for SAPIEN. Not needed by `make train`. pip looks for
+# torch==2.13.0+cpu in the sources it is configured with (pip.conf, PIP_* variables: a local wheel, a mirror),
+# plus TORCH_INDEX_URL when set (PyTorch's CPU wheel index or a mirror of it: docs/environments.md). Without
+# either, PyPI's torch 2.13.0 (a CUDA build of several GB) comes from pip's configured index instead.
+TORCH_INDEX_URL ?=
 MANISKILL_STAMP := $(VENV)/.diffrl-maniskill-installed
 setup-maniskill: $(MANISKILL_STAMP)
 
 $(MANISKILL_STAMP): $(STAMP) requirements-maniskill.lock
-	$(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0+cpu" 2>/dev/null || \
-	  $(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0+cpu" \
-	    --extra-index-url https://download.pytorch.org/whl/cpu
+	$(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0+cpu" \
+	    $(if $(TORCH_INDEX_URL),--extra-index-url "$(TORCH_INDEX_URL)") 2>/dev/null || \
+	  { echo "note: no CPU build of torch in pip's sources (set TORCH_INDEX_URL, see docs/environments.md);" \
+	      "installing PyPI's torch 2.13.0"; \
+	    $(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0"; }
 	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements-maniskill.lock -c requirements.lock
 	@$(MAKE) --no-print-directory vulkan-deps
 	touch $(MANISKILL_STAMP)
@@ -53,13 +58,14 @@ $(MANISKILL_STAMP): $(STAMP) requirements-maniskill.lock
 # SAPIEN needs a Vulkan driver even without rendering. Debian 12's lavapipe (Mesa 22) is refused by it;
 # Mesa 25's from bookworm-backports works. Best effort: where apt-get is usable as root and no lavapipe
 # of Mesa >= 23 is installed, install it (other systems: a GPU driver, or any Vulkan 1.2+ driver).
+# scripts/apt_backports.py takes the backports suite from the Debian source apt is already configured
+# with (its mirror or proxy); without one it changes nothing and says what to install.
 vulkan-deps:
 	@if dpkg-query -W -f='$${Version}' mesa-vulkan-drivers 2>/dev/null | grep -qE '^(2[3-9]|[3-9][0-9])\.'; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && grep -qs 'bookworm' /etc/os-release; then \
 	  echo "installing Mesa's Vulkan driver (lavapipe) from bookworm-backports for ManiSkill"; \
-	  (echo "deb http://deb.debian.org/debian bookworm-backports main" > /etc/apt/sources.list.d/diffrl-backports.list && \
-	   apt-get update -qq && apt-get install -y -qq -t bookworm-backports mesa-vulkan-drivers libvulkan1 >/dev/null) || \
-	  echo "warning: could not install a Vulkan driver; maniskill/ tasks need one"; \
+	  $(PYTHON) scripts/apt_backports.py install mesa-vulkan-drivers libvulkan1 || \
+	  echo "warning: no Vulkan driver installed; maniskill/ tasks need one"; \
 	else echo "note: maniskill/ tasks need a Vulkan driver (Mesa >= 23's lavapipe, or a GPU's)"; fi
 
 # Headless video (diffrl eval --video) renders with MuJoCo through EGL (OSMesa as fallback).
