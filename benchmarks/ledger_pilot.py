@@ -1,0 +1,95 @@
+"""The ledger's pilot: how long a cell takes on one core, and what uniform random actions score.
+
+For every task, REPPO (matrix 1's preset for it, 5 seeds) trains two short chunks; on a few
+reference tasks every other matrix-1 algorithm does too. Each measurement records the compile
+time (initialisation, the training chunk and the first evaluation), the seconds per training
+iteration and the seconds per evaluation (every sampler). ``ledger.Estimator`` turns these into
+a cell's estimate: an algorithm's cost on a task it was not piloted on is REPPO's on that task
+times the algorithm's ratio to REPPO on the reference task nearest in REPPO's cost.
+
+The random return (the normalisation's zero) is the mean return of uniform random actions over
+64 evaluation episodes, through the same evaluation code (``stability.random_return``).
+
+Measurements are appended to ``pilot.json`` as they finish (a stopped pilot continues where it
+stopped); single-threaded XLA, as the ledger's cells run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import ledger_plan
+
+PILOT_CHUNK_STEPS = 8192
+"""Env steps per seed in each of the two pilot chunks (8 REPPO iterations, 1 PPO iteration)."""
+RANDOM_EPISODES = 64
+
+
+def _measure(algo: str, task: str, scratch: Path) -> dict:
+    from diffrl.core.trainer import Trainer
+    from ledger import cell_config
+
+    batch = _batch(algo, f"playground/{task}")
+    steps = 2 * max(batch, PILOT_CHUNK_STEPS // batch * batch)
+    cell = ledger_plan.Cell("pilot", algo, algo, f"playground/{task}", env_steps=steps, base_seed=0,
+                            num_seeds=ledger_plan.M1_SEEDS, num_evals=2)
+    config = cell_config(cell, scratch)
+    if Path(config.out).exists():
+        import shutil
+
+        shutil.rmtree(config.out)
+    summary = Trainer(config).run()
+    iterations = config.num_chunks * config.iterations_per_chunk
+    return {
+        "algo": algo, "task": f"playground/{task}", "preset": config.preset, "num_seeds": config.num_seeds,
+        "batch_size": config.batch_size, "iterations": iterations,
+        "compile_s": round(sum(float(summary[k]) for k in ("compile/init_s", "compile/chunk_s",
+                                                            "compile/eval_first_call_s")), 2),
+        "s_per_iteration": round(float(summary["train_time_s"]) / iterations, 4),
+        "eval_s": round((float(summary["walltime_s"]) - float(summary["train_time_s"])) / config.num_chunks, 3),
+    }
+
+
+def _batch(algo: str, task: str) -> int:
+    from diffrl.presets import resolve
+
+    config = resolve(algo, task, None)
+    return config.num_envs * config.num_steps
+
+
+def pilot(tasks: list[str], reference_tasks: list[str], path: Path, log=print) -> dict:
+    if "jax" not in __import__("sys").modules:  # before JAX starts: one thread, as the cells run
+        from ledger import SINGLE_THREAD_XLA
+
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_XLA).strip()
+    from diffrl.core.run_dir import atomic_write_json, library_versions, machine_record
+    from ledger import SCRATCH, cell_config
+    from stability import random_return
+
+    data = json.loads(path.read_text()) if path.exists() else {"entries": [], "random_returns": {}}
+    data.update({"machine": machine_record(), "versions": library_versions(),
+                 "chunk_steps": PILOT_CHUNK_STEPS, "random_episodes": RANDOM_EPISODES})
+    done = {(e["algo"], e["task"]) for e in data["entries"]}
+    jobs = [("reppo", t) for t in tasks] + [(a, t) for t in reference_tasks for a in ledger_plan.M1_ALGOS
+                                            if a != "reppo"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for algo, task in jobs:
+        name = f"playground/{task}"
+        if name not in data["random_returns"]:
+            t0 = time.perf_counter()
+            config = cell_config(ledger_plan.Cell("pilot", "reppo", "reppo", name, 40960, 0, 1), SCRATCH / "pilot")
+            data["random_returns"][name] = round(random_return(config, episodes=RANDOM_EPISODES), 3)
+            log(f"[pilot] {task}: random return {data['random_returns'][name]:.2f} ({time.perf_counter() - t0:.0f} s)")
+            atomic_write_json(path, data)
+        if (algo, name) in done:
+            continue
+        t0 = time.perf_counter()
+        entry = _measure(algo, task, SCRATCH / "pilot")
+        data["entries"].append(entry)
+        done.add((algo, name))
+        atomic_write_json(path, data)
+        log(f"[pilot] {algo} on {task}: compile {entry['compile_s']:.0f} s, {entry['s_per_iteration']:.3f} s/iteration, "
+            f"eval {entry['eval_s']:.1f} s ({time.perf_counter() - t0:.0f} s)")
+    return data

@@ -1,0 +1,135 @@
+"""The benchmark ledger's declared plan: matrices of cells (algorithm, task, preset, overrides,
+env-step budget, seeds), in the order ``ledger.py run`` fills them.
+
+A cell is one vmapped multi-seed program, sized to finish in about 45 minutes on one core
+(``ledger.py plan`` prints each cell's estimate from the committed pilot). Where one program
+of five seeds would take longer, the seeds are split over several cells with distinct base
+seeds (seed i of a cell is ``fold_in(PRNGKey(base_seed), i)``, so no two cells share a seed).
+
+Matrix 1 (``m1``), breadth: the 23 Playground DM Control tasks of the REPPO paper (Voelcker et
+al. 2025, arXiv 2507.11019; the task list of github.com/cvoelcker/reppo's DMC sweep) x REPPO,
+TruDi, AMDP and PPO, each with the preset ``diffrl train`` picks for the task (untuned), 5
+seeds, one budget: 204,800 env steps per seed (25 PPO iterations of 256 x 32, 200 REPPO/TruDi/
+AMDP iterations of 32 x 32; 5 evaluations after the one at step 0). 204,800 is the smallest
+whole number of PPO iterations above the 200,000 floor; the pilot shows that even this budget
+does not fit the 25 core-hours the matrix was given (``ledger.py plan`` totals it).
+
+Matrix 2 (``m2``), depth: the trust-region ablation (TruDi's trajectory bound, the action-only
+bound of ``dime``, no bound; REPPO; AMDP's drift bound and none) on CartpoleSwingup and
+CheetahRun, 5 seeds, 1,024,000 env steps (1,000 iterations of 32 x 32), one seed per cell (a TruDi seed at 1M steps is about
+40 minutes of one core on CheetahRun).
+
+Matrix 3 (``m3``), multimodality with replay: the sequential multimodal tasks (MirrorGoals,
+OctahedronGoals) with the off-policy methods (``amdp-off``, ``dime-off``, ``sac``), 5 seeds,
+at the on-policy diagnosis' budget (98,304 env steps) and at 4x it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+M1_TASKS: tuple[str, ...] = (
+    "AcrobotSwingup", "AcrobotSwingupSparse", "BallInCup", "CartpoleBalance", "CartpoleBalanceSparse",
+    "CartpoleSwingup", "CartpoleSwingupSparse", "CheetahRun", "FingerSpin", "FingerTurnEasy",
+    "FingerTurnHard", "FishSwim", "HopperHop", "HopperStand", "HumanoidRun", "HumanoidStand",
+    "HumanoidWalk", "PendulumSwingup", "ReacherEasy", "ReacherHard", "WalkerRun", "WalkerStand",
+    "WalkerWalk",
+)
+M1_ALGOS: tuple[str, ...] = ("ppo", "reppo", "amdp", "trudi")
+"""In run order: the cheaper baselines first, so their rows fill across all tasks soonest."""
+M1_BUDGET = 204_800
+M1_SEEDS = 5
+
+# Seeds per cell where five in one program would exceed about 45 minutes of one core, from the
+# pilot (benchmarks/results/ledger/pilot.json): {(algo, task): (seeds of cell 1, seeds of cell 2, ...)}.
+M1_SEED_SPLITS: dict[tuple[str, str], tuple[int, ...]] = {}
+
+M2_TASKS: tuple[str, ...] = ("CartpoleSwingup", "CheetahRun")
+M2_BUDGET = 1_024_000
+M2_RUNS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("trudi", "trudi", {}),
+    ("dime-action", "dime", {}),
+    ("trudi-none", "trudi", {"diffusion.trust_region": "none"}),
+    ("reppo", "reppo", {}),
+    ("amdp", "amdp", {}),
+    ("amdp-none", "amdp", {"adjoint.trust_region": "none"}),
+)
+
+M3_TASKS: tuple[str, ...] = ("toy/MirrorGoals", "toy/OctahedronGoals")
+M3_ALGOS: tuple[str, ...] = ("amdp-off", "dime-off", "sac")
+M3_BUDGETS: tuple[int, ...] = (98_304, 393_216)
+
+
+@dataclass(frozen=True)
+class Cell:
+    matrix: str
+    """Matrix name: m1 (breadth), m2 (depth), m3 (multimodality with replay)."""
+    label: str
+    """The run's name in tables (an algorithm, or an algorithm with a variant: trudi-none)."""
+    algo: str
+    """diffrl algorithm name."""
+    task: str
+    """Environment name (suite/Task)."""
+    env_steps: int
+    """Env-step budget per seed."""
+    base_seed: int
+    """Seed i of the cell uses fold_in(PRNGKey(base_seed), i)."""
+    num_seeds: int
+    """Seeds trained together (vmapped) in this cell."""
+    num_evals: int = 5
+    """Evaluations after the one at step 0."""
+    eval_envs: int = 16
+    """Episodes per evaluation, seed and sampler."""
+    preset: str | None = None
+    """None: the preset `diffrl train` picks for (algo, task)."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """Dotted config names -> values, applied after the preset."""
+
+    @property
+    def cell_id(self) -> str:
+        task = self.task.split("/", 1)[1] if self.task.startswith("playground/") else self.task.replace("/", "_")
+        budget = "" if self.matrix != "m3" else f"--{self.env_steps // 1000}k"
+        return f"{self.matrix}--{task}--{self.label}{budget}--s{self.base_seed}x{self.num_seeds}"
+
+    @property
+    def group(self) -> tuple[str, str, str, int]:
+        """Cells with the same group are seeds of one run: (matrix, label, task, budget)."""
+        return (self.matrix, self.label, self.task, self.env_steps)
+
+
+def _split(total: int, parts: tuple[int, ...] | None) -> tuple[int, ...]:
+    parts = parts or (total,)
+    if sum(parts) != total or any(p < 1 for p in parts):
+        raise ValueError(f"seed split {parts} does not add up to {total}")
+    return parts
+
+
+def _seed_cells(matrix, label, algo, task, budget, seeds, split, **kw) -> list[Cell]:
+    return [Cell(matrix, label, algo, task, budget, base_seed=i, num_seeds=n, **kw)
+            for i, n in enumerate(_split(seeds, split))]
+
+
+def matrix1() -> list[Cell]:
+    return [cell for algo in M1_ALGOS for task in M1_TASKS
+            for cell in _seed_cells("m1", algo, algo, f"playground/{task}", M1_BUDGET, M1_SEEDS,
+                                    M1_SEED_SPLITS.get((algo, task)))]
+
+
+def matrix2() -> list[Cell]:
+    return [cell for task in M2_TASKS for label, algo, overrides in M2_RUNS
+            for cell in _seed_cells("m2", label, algo, f"playground/{task}", M2_BUDGET, 5, (1,) * 5,
+                                    num_evals=10, overrides=dict(overrides))]
+
+
+def matrix3() -> list[Cell]:
+    return [cell for budget in M3_BUDGETS for task in M3_TASKS for algo in M3_ALGOS
+            for cell in _seed_cells("m3", algo, algo, task, budget, 5, None, num_evals=8, eval_envs=64)]
+
+
+def plan() -> list[Cell]:
+    """Every cell in run order: matrix 1, then 2, then 3."""
+    cells = matrix1() + matrix2() + matrix3()
+    ids = [c.cell_id for c in cells]
+    if len(set(ids)) != len(ids):
+        raise ValueError("the plan has duplicate cell ids")
+    return cells

@@ -1,0 +1,162 @@
+"""The benchmark ledger's records: one small JSON file per finished cell, and the config hash.
+
+A record is written (atomically) only after its cell's program finished, so a file under
+``benchmarks/results/ledger/records/`` always means a complete cell. Format
+(``diffrl-ledger-cell/1``)::
+
+    {
+      "schema": "diffrl-ledger-cell/1",
+      "cell": "m1--CartpoleSwingup--reppo--s0x5",   # the plan's cell id (ledger_plan.py)
+      "matrix": "m1", "label": "reppo", "algo": "reppo", "task": "playground/CartpoleSwingup",
+      "preset": "reppo-dmc-cpu",                     # the resolved preset's name (a label only)
+      "overrides": {},                               # dotted name -> value, as the plan declares
+      "base_seed": 0, "num_seeds": 5,                # seed i: fold_in(PRNGKey(base_seed), i)
+      "config_hash": "3f2a...",                      # config_hash(config) of the resolved config
+      "config": {"reppo.kl_bound": 0.1, ...},        # the hashed values: sorted dotted names
+      "samplers": ["mean", "sample"],                # every evaluation sampler the policy offers
+      "env_steps": [0, 40960, ...],                  # per evaluation: env steps trained (per seed)
+      "walltime": [0.0, 61.2, ...],                  # per evaluation: s since training started
+      "curves": {"mean": {"returns": [[...5 seeds...], ...]}, ...},  # per sampler, per evaluation,
+                                                     #   per seed; plus behaviour_entropy, mode_reached,
+                                                     #   success_rate where the task reports them
+      "timing": {"compile_s": 41.0, "train_s": 610.2, "eval_s": 40.3, "wall_s": 700.1},
+      "versions": {...}, "machine": {"cpu": ..., "cpu_count": 2, "xla_flags": ...},
+      "git_commit": "...", "created": "2026-12-05T21:10:00+0000", "command": [...]
+    }
+
+**The config hash** is a SHA-256 over the resolved values that the cell's algorithm reads, in
+a canonical form: the run's own settings (budget, batch, seeds, evaluation, environment) and
+the config sections the algorithm reads (``diffrl.algos.ALGORITHM_SECTIONS``, less the fields
+it ignores, ``UNUSED_SETTINGS``), flattened to sorted dotted names (``reppo.kl_bound``) with
+JSON values. It does not depend on how the config classes are laid out, so a refactor that
+keeps every name and value keeps every record valid; a change of any value the algorithm
+reads makes the record *stale* (reported, never mixed into a table).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "diffrl-ledger-cell/1"
+
+# Settings of a run that cannot change its numbers: where it writes, how it reports, how it is
+# split into processes or devices, and the preset's name (its values are what counts).
+RUN_LOCAL_FIELDS = frozenset({
+    "out", "resume", "progress", "tensorboard", "wandb", "checkpoint_every", "keep_checkpoints",
+    "preset", "host_workers", "num_devices", "coordinator_address", "num_processes", "process_id",
+    "check_finite",
+})
+
+REQUIRED = ("schema", "cell", "matrix", "label", "algo", "task", "base_seed", "num_seeds", "config_hash",
+            "config", "samplers", "env_steps", "walltime", "curves", "timing", "versions", "machine")
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready value with tuples as lists (the canonical form of a sequence)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def hashed_settings(config) -> dict[str, Any]:
+    """{dotted name: value} of every resolved setting ``config.algo`` reads, sorted by name."""
+    from diffrl.algos import ALGORITHM_SECTIONS, CONFIG_SECTIONS, UNUSED_SETTINGS
+
+    if config.algo not in ALGORITHM_SECTIONS:
+        raise ValueError(f"unknown algorithm {config.algo!r}")
+    flat: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name in CONFIG_SECTIONS:
+            if f.name not in ALGORITHM_SECTIONS[config.algo]:
+                continue
+            for sub in dataclasses.fields(value):
+                flat[f"{f.name}.{sub.name}"] = _plain(getattr(value, sub.name))
+        elif f.name not in RUN_LOCAL_FIELDS:
+            flat[f.name] = _plain(value)
+    for dotted in UNUSED_SETTINGS.get(config.algo, {}):
+        flat.pop(dotted, None)
+    return dict(sorted(flat.items()))
+
+
+def settings_hash(settings: dict[str, Any]) -> str:
+    """SHA-256 (first 16 hex digits) of sorted dotted settings in canonical JSON."""
+    text = json.dumps(dict(sorted(settings.items())), sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def config_hash(config) -> str:
+    return settings_hash(hashed_settings(config))
+
+
+def changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Dotted names whose values differ (or that exist on one side only)."""
+    return sorted(k for k in set(old) | set(new) if old.get(k, "<absent>") != new.get(k, "<absent>"))
+
+
+def _float(value) -> float:
+    try:
+        return float(value)  # the trainer's logger writes non-finite numbers as strings
+    except (TypeError, ValueError):
+        return math.nan
+
+
+PER_SEED_METRICS = {"seed_returns": "returns", "seed_behaviour_entropy": "behaviour_entropy",
+                    "seed_mode_reached": "mode_reached", "seed_success_rate": "success_rate"}
+
+
+def curves_from_rows(rows: list[dict], samplers: list[str], num_seeds: int) -> dict[str, dict[str, list]]:
+    """Per sampler, the per-seed evaluation series logged by the trainer (``eval/seed_*`` for the
+    first sampler, ``eval/<sampler>/seed_*`` for the others): {sampler: {metric: [[seed values]
+    per evaluation]}}."""
+    curves: dict[str, dict[str, list]] = {}
+    for i, sampler in enumerate(samplers):
+        prefix = "eval/" if i == 0 else f"eval/{sampler}/"
+        series: dict[str, list] = {}
+        for logged, name in PER_SEED_METRICS.items():
+            values = [r.get(prefix + logged) for r in rows]
+            if all(isinstance(v, list) for v in values):
+                if any(len(v) != num_seeds for v in values):
+                    raise ValueError(f"{prefix + logged}: expected {num_seeds} values per evaluation")
+                series[name] = [[_float(x) for x in v] for v in values]
+        if "returns" not in series:
+            raise ValueError(f"no per-seed returns logged for sampler {sampler!r} ({prefix}seed_returns)")
+        curves[sampler] = series
+    return curves
+
+
+def validate_record(record: dict, source: str = "record") -> dict:
+    """Raise ValueError naming what is missing or inconsistent; return the record."""
+    missing = [k for k in REQUIRED if k not in record]
+    if missing:
+        raise ValueError(f"{source}: missing fields {missing} (schema {SCHEMA})")
+    if record["schema"] != SCHEMA:
+        raise ValueError(f"{source}: schema {record['schema']!r}, expected {SCHEMA!r}")
+    n, seeds = len(record["env_steps"]), int(record["num_seeds"])
+    if n < 2 or len(record["walltime"]) != n:
+        raise ValueError(f"{source}: env_steps and walltime must be equal-length lists of >= 2 evaluations")
+    if list(record["env_steps"]) != sorted(record["env_steps"]):
+        raise ValueError(f"{source}: env_steps must be increasing")
+    if not record["samplers"] or set(record["curves"]) != set(record["samplers"]):
+        raise ValueError(f"{source}: curves must hold exactly the samplers {record['samplers']}")
+    for sampler, series in record["curves"].items():
+        for name, values in series.items():
+            if len(values) != n or any(len(v) != seeds for v in values):
+                raise ValueError(f"{source}: curves[{sampler!r}][{name!r}] must be {n} evaluations x {seeds} seeds")
+    if settings_hash(record["config"]) != record["config_hash"]:
+        raise ValueError(f"{source}: config_hash does not match the recorded config")
+    return record
+
+
+def final_returns(record: dict, sampler: str | None = None) -> list[float]:
+    """Per-seed return at the last evaluation of ``sampler`` (default: the policy's first)."""
+    sampler = sampler or record["samplers"][0]
+    return list(record["curves"][sampler]["returns"][-1])
+
+
+def read_records(folder: str | Path) -> list[dict]:
+    """Every record in ``folder`` (``*.json``), validated, in file-name order."""
+    folder = Path(folder)
+    return [validate_record(json.loads(p.read_text()), str(p)) for p in sorted(folder.glob("*.json"))]

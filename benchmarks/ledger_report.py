@@ -1,0 +1,385 @@
+"""The ledger's report, rendered from the committed records alone (no training).
+
+Writes ``benchmarks/results/ledger/report/``:
+
+* ``status.md``: cells done / total per matrix, and every stale record (its hash no longer the
+  code's: left out of every table, with the settings that changed);
+* ``m1.md``: matrix 1 per task (median and IQM of the final return with 95 % percentile-bootstrap
+  intervals, raw and normalised as (R - R_random) / (1000 - R_random), R_random the pilot's mean
+  return of uniform random actions), the aggregate IQM of the normalised return over the tasks
+  every algorithm has finished (stratified bootstrap) and the probability of improvement;
+* ``m2.md``, ``m3.md``: the depth ablation and the multimodality-with-replay runs;
+* ``expected.md``: per task, the command, the expected final return at the ledger's budget, the
+  wall-clock on one core and REPPO's published final at 50M env steps (``reppo_published.json``);
+* figures (``--no-figures`` skips them; CI compares the tables only): ``curves_<task>.png`` per
+  matrix-1 and matrix-2 task and ``profile_m1.png``, the performance profile.
+
+Statistics follow Agarwal et al. 2021 ("Deep RL at the Edge of the Statistical Precipice") as
+rliable implements them: IQM over pooled runs, stratified bootstrap over runs within tasks, and
+the probability of improvement P(X > Y) = mean over tasks of the Mann-Whitney statistic
+P(x > y) + P(x = y) / 2 between the two algorithms' runs on the task (rliable's
+``probability_of_improvement``), with intervals from resampling each algorithm's runs within
+each task. All resampling is seeded: the same records render the same tables on every machine.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ledger_plan  # noqa: E402
+from ledger_records import final_returns, read_records  # noqa: E402
+
+RESAMPLES = 2000
+SEED = 0
+MAX_RETURN = 1000.0
+"""DM Control returns lie in [0, 1000] (Tassa et al. 2018, Sec. 2)."""
+IMPROVEMENT_PAIRS = (("trudi", "reppo"), ("amdp", "reppo"), ("trudi", "ppo"), ("amdp", "ppo"), ("reppo", "ppo"))
+TABLES = ("status.md", "m1.md", "m2.md", "m3.md", "expected.md")
+NAMES = {"ppo": "PPO", "reppo": "REPPO", "trudi": "TruDi", "amdp": "AMDP"}
+
+
+# -- statistics ---------------------------------------------------------------------------------
+def iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Interquartile mean (scipy.stats.trim_mean(x, 0.25)): drop floor(n/4) from each end."""
+    x = np.sort(np.asarray(x, np.float64), axis=axis)
+    n = x.shape[axis]
+    cut = n // 4
+    return np.take(x, range(cut, n - cut), axis=axis).mean(axis=axis)
+
+
+def bootstrap(samples, statistic, rng_seed: int = SEED) -> tuple[float, float, float]:
+    """(point, low, high): 95 % percentile bootstrap of ``statistic(values, axis=-1)``."""
+    x = np.asarray(samples, np.float64)
+    point = float(statistic(x[None, :], axis=-1)[0])
+    if len(x) < 2:
+        return point, point, point
+    rng = np.random.default_rng(rng_seed)
+    resampled = statistic(x[rng.integers(0, len(x), size=(RESAMPLES, len(x)))], axis=-1)
+    lo, hi = np.quantile(resampled, [0.025, 0.975])
+    return point, float(lo), float(hi)
+
+
+def stratified_iqm(groups: list[np.ndarray], rng_seed: int = SEED) -> tuple[float, float, float]:
+    """IQM of pooled scores with a stratified bootstrap (runs resampled within each task)."""
+    rng = np.random.default_rng(rng_seed)
+    pooled = np.concatenate(groups)
+    parts = [g[rng.integers(0, len(g), size=(RESAMPLES, len(g)))] for g in groups]
+    lo, hi = np.quantile(iqm(np.concatenate(parts, axis=1)), [0.025, 0.975])
+    return float(iqm(pooled)), float(lo), float(hi)
+
+
+def _mann_whitney(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """P(x > y) + P(x = y) / 2 over all pairs; x (..., n), y (..., m) -> (...)."""
+    gt = (x[..., :, None] > y[..., None, :]).mean(axis=(-1, -2))
+    eq = (x[..., :, None] == y[..., None, :]).mean(axis=(-1, -2))
+    return gt + 0.5 * eq
+
+
+def probability_of_improvement(xs: list[np.ndarray], ys: list[np.ndarray],
+                               rng_seed: int = SEED) -> tuple[float, float, float]:
+    """P(X > Y) averaged over tasks (xs[i], ys[i]: the two algorithms' runs on task i), with a
+    stratified bootstrap interval (each algorithm's runs resampled within each task)."""
+    rng = np.random.default_rng(rng_seed)
+    point = float(np.mean([_mann_whitney(x, y) for x, y in zip(xs, ys)]))
+    per_task = []
+    for x, y in zip(xs, ys):
+        xr = x[rng.integers(0, len(x), size=(RESAMPLES, len(x)))]
+        yr = y[rng.integers(0, len(y), size=(RESAMPLES, len(y)))]
+        per_task.append(_mann_whitney(xr, yr))
+    lo, hi = np.quantile(np.mean(per_task, axis=0), [0.025, 0.975])
+    return point, float(lo), float(hi)
+
+
+def fmt(stat: tuple[float, float, float], digits: int = 3) -> str:
+    p, lo, hi = stat
+    return f"{p:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+# -- gathering ----------------------------------------------------------------------------------
+class Run:
+    """The cells of one (matrix, label, task, budget) group merged: every seed's curve."""
+
+    def __init__(self, records: list[dict]):
+        first = records[0]
+        self.matrix, self.label, self.algo, self.task = first["matrix"], first["label"], first["algo"], first["task"]
+        self.records = sorted(records, key=lambda r: r["base_seed"])
+        steps = [r["env_steps"] for r in self.records]
+        if any(s != steps[0] for s in steps):
+            raise ValueError(f"{self.task} {self.label}: cells evaluated at different env steps")
+        self.env_steps = np.asarray(steps[0])
+        self.budget = int(self.env_steps[-1])
+        self.sampler = first["samplers"][0]
+        self.final = np.concatenate([final_returns(r) for r in self.records])
+        self.curves = np.concatenate([np.asarray(r["curves"][self.sampler]["returns"]) for r in self.records], axis=1)
+        self.wall_s = sum(r["timing"]["wall_s"] for r in self.records)
+        self.preset = first.get("preset")
+
+    def series(self, name: str) -> np.ndarray | None:
+        parts = [r["curves"][self.sampler].get(name) for r in self.records]
+        return None if any(p is None for p in parts) else np.concatenate([np.asarray(p) for p in parts], axis=1)
+
+    @property
+    def num_seeds(self) -> int:
+        return len(self.final)
+
+
+def current_records(root: Path) -> tuple[list[dict], list[tuple[dict, str]]]:
+    """(records whose hash is the code's, [(stale record, what changed)]); records of cells no
+    longer in the plan count as stale."""
+    from ledger import cell_config, cell_status
+
+    cells = {c.cell_id: c for c in ledger_plan.plan()}
+    current, stale = [], []
+    records = read_records(root / "records") if (root / "records").is_dir() else []
+    by_id = {r["cell"]: r for r in records}
+    for record in records:
+        cell = cells.get(record["cell"])
+        if cell is None:
+            stale.append((record, "no longer in the plan"))
+            continue
+        status, detail = cell_status(cell, by_id, cell_config(cell))
+        (current.append(record) if status == "done" else stale.append((record, detail)))
+    return current, stale
+
+
+def group_runs(records: list[dict]) -> dict[tuple, Run]:
+    """{(matrix, label, task, budget): Run} for groups whose every planned cell has a record."""
+    planned: dict[tuple, set[str]] = {}
+    for cell in ledger_plan.plan():
+        planned.setdefault(cell.group, set()).add(cell.cell_id)
+    groups = {c.cell_id: c.group for c in ledger_plan.plan()}
+    have: dict[tuple, list[dict]] = {}
+    for r in records:
+        have.setdefault(groups[r["cell"]], []).append(r)
+    return {g: Run(rs) for g, rs in have.items() if {r["cell"] for r in rs} == planned[g]}
+
+
+def normalised(values, random_return: float) -> np.ndarray:
+    return (np.asarray(values, np.float64) - random_return) / (MAX_RETURN - random_return)
+
+
+# -- tables -------------------------------------------------------------------------------------
+def status_table(records, stale) -> str:
+    cells = ledger_plan.plan()
+    done = {r["cell"] for r in records}
+    lines = ["# Ledger status", "", "| matrix | cells done | cells planned | core-hours recorded |", "|---|---|---|---|"]
+    for m in ("m1", "m2", "m3"):
+        ids = [c.cell_id for c in cells if c.matrix == m]
+        hours = sum(r["timing"]["wall_s"] for r in records if r["matrix"] == m) / 3600
+        lines.append(f"| {m} | {sum(i in done for i in ids)} | {len(ids)} | {hours:.1f} |")
+    lines += ["", "Stale records (their config hash is no longer the code's; left out of every table):", ""]
+    lines += [f"* `{r['cell']}`: {why}" for r, why in stale] or ["* none"]
+    return "\n".join(lines) + "\n"
+
+
+def m1_table(runs: dict, randoms: dict) -> str:
+    lines = ["# Matrix 1: the 23 DM Control tasks, untuned presets, 204,800 env steps", "",
+             "Final evaluation (the policy's default sampler), seeds pooled over a run's cells. Median and IQM "
+             "with 95 % bootstrap intervals; normalised = (R - R_random) / (1000 - R_random).", ""]
+    tasks = [f"playground/{t}" for t in ledger_plan.M1_TASKS]
+    for task in tasks:
+        rows = [runs[k] for k in sorted(runs) if k[0] == "m1" and k[2] == task]
+        if not rows:
+            continue
+        rnd = randoms[task]
+        lines += [f"## {task.split('/')[1]}", "", f"R_random = {rnd:.1f}", "",
+                  "| algo | seeds | median | IQM | normalised median | normalised IQM | wall min (1 core) |",
+                  "|---|---|---|---|---|---|---|"]
+        for run in sorted(rows, key=lambda r: ledger_plan.M1_ALGOS.index(r.label)):
+            n = normalised(run.final, rnd)
+            lines.append(f"| {run.label} | {run.num_seeds} | {fmt(bootstrap(run.final, np.median), 1)} | "
+                         f"{fmt(bootstrap(run.final, iqm), 1)} | {fmt(bootstrap(n, np.median))} | "
+                         f"{fmt(bootstrap(n, iqm))} | {run.wall_s / 60:.0f} |")
+        lines.append("")
+    lines += aggregate_lines(runs, randoms, tasks)
+    return "\n".join(lines) + "\n"
+
+
+def _complete_tasks(runs: dict, tasks: list[str], algos) -> list[str]:
+    return [t for t in tasks if all(("m1", a, t, ledger_plan.M1_BUDGET) in runs for a in algos)]
+
+
+def aggregate_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
+    common = _complete_tasks(runs, tasks, ledger_plan.M1_ALGOS)
+    lines = ["## Aggregate over tasks", ""]
+    if not common:
+        return lines + ["No task has all four algorithms finished yet.", ""]
+    lines += [f"Over the {len(common)} tasks every algorithm has finished "
+              f"({', '.join(t.split('/')[1] for t in common)}).", "",
+              "| algo | IQM of normalised return [95 % stratified bootstrap] |", "|---|---|"]
+    scores = {a: [normalised(runs[("m1", a, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in common]
+              for a in ledger_plan.M1_ALGOS}
+    for a in ledger_plan.M1_ALGOS:
+        lines.append(f"| {a} | {fmt(stratified_iqm(scores[a]))} |")
+    lines += ["", "| X | Y | P(X > Y) [95 % stratified bootstrap] |", "|---|---|---|"]
+    for x, y in IMPROVEMENT_PAIRS:
+        lines.append(f"| {x} | {y} | {fmt(probability_of_improvement(scores[x], scores[y]))} |")
+    return lines + [""]
+
+
+def m2_table(runs: dict, randoms: dict) -> str:
+    lines = ["# Matrix 2: the trust-region ablation over longer curves", ""]
+    for task in ledger_plan.M2_TASKS:
+        name = f"playground/{task}"
+        rows = [runs[k] for k in sorted(runs) if k[0] == "m2" and k[2] == name]
+        if not rows:
+            continue
+        rnd = randoms[name]
+        lines += [f"## {task}", "", "| run | seeds | env steps | normalised median | normalised IQM | "
+                  "worst seed's drop below its best (last third) |", "|---|---|---|---|---|---|"]
+        labels = [label for label, _, _ in ledger_plan.M2_RUNS]
+        for run in sorted(rows, key=lambda r: labels.index(r.label)):
+            n = normalised(run.final, rnd)
+            curves = normalised(run.curves, rnd)
+            third = curves[len(curves) * 2 // 3:]
+            drop = float(np.max(np.max(curves, axis=0) - third[-1])) if len(third) else 0.0
+            lines.append(f"| {run.label} | {run.num_seeds} | {run.budget:,} | {fmt(bootstrap(n, np.median))} | "
+                         f"{fmt(bootstrap(n, iqm))} | {drop:.3f} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def m3_table(runs: dict) -> str:
+    lines = ["# Matrix 3: multimodal sequential tasks with replay", "",
+             "Final evaluation (default sampler): return, behaviour entropy (nats over the reached goals) and the "
+             "fraction of episodes that reach a goal; per seed in brackets.", ""]
+    for task in ledger_plan.M3_TASKS:
+        for budget in ledger_plan.M3_BUDGETS:
+            rows = [runs[k] for k in sorted(runs) if k[0] == "m3" and k[2] == task and k[3] == budget]
+            if not rows:
+                continue
+            lines += [f"## {task}, {budget:,} env steps", "",
+                      "| algo | return median [95 %] | behaviour entropy median (per seed) | mode reached (per seed) |",
+                      "|---|---|---|---|"]
+            for run in rows:
+                ent, reach = run.series("behaviour_entropy"), run.series("mode_reached")
+                e = "n/a" if ent is None else f"{np.median(ent[-1]):.2f} ({', '.join(f'{v:.2f}' for v in ent[-1])})"
+                m = "n/a" if reach is None else ", ".join(f"{v:.2f}" for v in reach[-1])
+                lines.append(f"| {run.label} | {fmt(bootstrap(run.final, np.median), 2)} | {e} | {m} |")
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def expected_table(runs: dict, published: dict | None) -> str:
+    lines = ["# Expected results per task (matrix 1)", "",
+             f"What `diffrl train` gives on each task with the preset it picks, at {ledger_plan.M1_BUDGET:,} env steps "
+             "per seed (5 seeds; median of the final evaluation with its 95 % bootstrap interval), and the "
+             "wall-clock of one 5-seed program on one core of this machine. REPPO's published final at 50M env "
+             "steps is for orientation only (a 250x larger budget, GPU presets)."]
+    if published:
+        src = published.get("source", {})
+        lines += ["", f"Published numbers: {src.get('repository', '')} `{src.get('files', '')}` "
+                      f"(commit {str(src.get('commit', ''))[:10]}): {src.get('how', '')}"]
+    lines += ["", "| task | algo | command | expected final return | wall min (1 core) | REPPO published (50M) |",
+              "|---|---|---|---|---|---|"]
+    for task in ledger_plan.M1_TASKS:
+        name = f"playground/{task}"
+        ref = (published or {}).get("tasks", {}).get(task, {})
+        small = next((v for k, v in ref.items() if "small" in k), None)
+        pub = f"{small['mean']:.0f} ± {small['std']:.0f} (n = {small['n']})" if small else "n/a"
+        for algo in ledger_plan.M1_ALGOS:
+            run = runs.get(("m1", algo, name, ledger_plan.M1_BUDGET))
+            if run is None:
+                continue
+            cmd = f"`diffrl train --algo {algo} --env {name} --total-env-steps {ledger_plan.M1_BUDGET} --num-seeds 5`"
+            lines.append(f"| {task} | {algo} | {cmd} | {fmt(bootstrap(run.final, np.median), 0)} | "
+                         f"{run.wall_s / 60:.0f} | {pub} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_tables(root: Path) -> tuple[dict[str, str], dict, dict]:
+    """({table file: markdown}, runs, random returns) from the records under ``root``."""
+    records, stale = current_records(root)
+    pilot = json.loads((root / "pilot.json").read_text()) if (root / "pilot.json").exists() else {}
+    randoms = pilot.get("random_returns", {})
+    published = root / "reppo_published.json"
+    published = json.loads(published.read_text()) if published.exists() else None
+    runs = group_runs(records)
+    missing = sorted({r.task for r in runs.values() if r.matrix in ("m1", "m2") and r.task not in randoms})
+    if missing:
+        raise ValueError(f"no random return in pilot.json for {missing}: run `ledger.py pilot --tasks ...`")
+    return {"status.md": status_table(records, stale), "m1.md": m1_table(runs, randoms),
+            "m2.md": m2_table(runs, randoms), "m3.md": m3_table(runs), "expected.md": expected_table(runs, published)}, runs, randoms
+
+
+# -- figures ------------------------------------------------------------------------------------
+def draw_figures(runs: dict, randoms: dict, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from diffrl.stats import mean_ci_along_last_axis
+
+    paths = []
+    for matrix, tasks in (("m1", [f"playground/{t}" for t in ledger_plan.M1_TASKS]),
+                          ("m2", [f"playground/{t}" for t in ledger_plan.M2_TASKS])):
+        for task in tasks:
+            rows = [runs[k] for k in sorted(runs) if k[0] == matrix and k[2] == task]
+            if not rows:
+                continue
+            fig, ax = plt.subplots(figsize=(5, 3.4))
+            for run in rows:
+                mean, lo, hi = mean_ci_along_last_axis(run.curves, seed=SEED)
+                ax.plot(run.env_steps, mean, label=f"{run.label} ({run.num_seeds})")
+                ax.fill_between(run.env_steps, lo, hi, alpha=0.2)
+            ax.set(title=f"{task.split('/')[1]} ({matrix})", xlabel="env steps per seed", ylabel="return")
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            path = out / f"curves_{matrix}_{task.split('/')[1]}.png"
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            paths.append(path)
+    tasks = _complete_tasks(runs, [f"playground/{t}" for t in ledger_plan.M1_TASKS], ledger_plan.M1_ALGOS)
+    if tasks:
+        taus = np.linspace(-0.1, 1.0, 111)
+        fig, ax = plt.subplots(figsize=(5, 3.4))
+        for a in ledger_plan.M1_ALGOS:
+            scores = [normalised(runs[("m1", a, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in tasks]
+            profile = np.mean([(s[:, None] > taus).mean(axis=0) for s in scores], axis=0)
+            ax.plot(taus, profile, label=a)
+        ax.set(title=f"Performance profile, {len(tasks)} tasks (m1)", xlabel="normalised return tau",
+               ylabel="fraction of runs > tau")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / "profile_m1.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def render(root: Path, with_figures: bool = True) -> list[Path]:
+    """Write the report's tables (and figures) under ``root/report``."""
+    out = root / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    tables, runs, randoms = render_tables(root)
+    written = []
+    for name, text in tables.items():
+        (out / name).write_text(text)
+        written.append(out / name)
+    if with_figures:
+        written += draw_figures(runs, randoms, out)
+    return written
+
+
+def check(root: Path) -> int:
+    """0 if every record is valid and the committed tables equal a fresh rendering; else 1."""
+    tables, _, _ = render_tables(root)
+    bad = 0
+    for name, text in tables.items():
+        path = root / "report" / name
+        old = path.read_text() if path.exists() else ""
+        if old != text:
+            bad += 1
+            diff = "".join(list(difflib.unified_diff(old.splitlines(True), text.splitlines(True), str(path),
+                                                     "rendered"))[:40])
+            print(f"{path} is not what the records render (run `python benchmarks/ledger.py report`):\n{diff}",
+                  file=sys.stderr)
+    return 1 if bad else 0

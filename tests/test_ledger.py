@@ -1,0 +1,203 @@
+"""The benchmark ledger: config hash, plan, scheduler, one real cell (interrupted and continued),
+report statistics against plain-Python oracles, and the committed report being current."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ledger
+import ledger_plan
+import ledger_report
+from ledger_records import (SCHEMA, config_hash, hashed_settings, settings_hash, validate_record)
+from diffrl.presets import default_preset
+
+
+# -- the config hash --------------------------------------------------------------------------
+def test_hash_is_over_values_the_algorithm_reads_not_layout():
+    cell = ledger_plan.matrix1()[0]
+    config = ledger.cell_config(cell)
+    settings = hashed_settings(config)
+    assert list(settings) == sorted(settings) and "ppo.clip_eps" in settings and "out" not in settings
+    # the same values in another order hash the same
+    assert settings_hash(dict(reversed(list(settings.items())))) == config_hash(config)
+    # a section PPO does not read, a run-local field and the preset's name change nothing
+    other = dataclasses.replace(config, reppo=dataclasses.replace(config.reppo, kl_bound=0.5),
+                                out="/elsewhere", progress=True, preset="renamed")
+    assert config_hash(other) == config_hash(config)
+    # a value PPO reads changes the hash
+    changed = dataclasses.replace(config, ppo=dataclasses.replace(config.ppo, clip_eps=config.ppo.clip_eps + 0.05))
+    assert config_hash(changed) != config_hash(config)
+    assert config_hash(dataclasses.replace(config, total_env_steps=1)) != config_hash(config)
+
+
+def test_plan_cells_resolve_with_untuned_presets_and_whole_budgets():
+    cells = ledger_plan.plan()
+    assert len({c.cell_id for c in cells}) == len(cells)
+    m1 = [c for c in cells if c.matrix == "m1"]
+    assert {c.task.split("/")[1] for c in m1} == set(ledger_plan.M1_TASKS) and len(ledger_plan.M1_TASKS) == 23
+    for (algo, task), group in itertools.groupby(sorted(m1, key=lambda c: (c.algo, c.task)), lambda c: (c.algo, c.task)):
+        group = list(group)
+        assert sum(c.num_seeds for c in group) == ledger_plan.M1_SEEDS
+        assert len({c.base_seed for c in group}) == len(group)  # no two cells share a seed
+    for cell in cells:
+        config = ledger.cell_config(cell)  # raises on a budget that is not whole chunks
+        assert config.trained_env_steps == cell.env_steps
+        assert config.eval_samplers == ledger.policy_samplers(cell.algo)
+        if cell.matrix == "m1":  # what `diffrl train` picks, unchanged
+            assert cell.preset is None and config.preset == default_preset(cell.algo, cell.task)
+            assert not cell.overrides and cell.env_steps == ledger_plan.M1_BUDGET
+
+
+# -- the scheduler ----------------------------------------------------------------------------
+def _tiny_cells(task="gymnax/Pendulum-v1"):
+    kw = dict(num_evals=2, eval_envs=4, overrides={"num_envs": 8, "num_steps": 8, "ppo.num_minibatches": 2})
+    return [ledger_plan.Cell("t", "ppo", "ppo", task, 256, base_seed=i, num_seeds=2, **kw) for i in range(3)]
+
+
+def test_run_skips_current_records_and_never_starts_a_cell_that_does_not_fit(monkeypatch, tmp_path):
+    cells = _tiny_cells()
+    monkeypatch.setattr(ledger_plan, "plan", lambda: cells)
+    monkeypatch.setattr(ledger, "RECORDS", tmp_path / "records")
+    config = ledger.cell_config(cells[0])
+    (tmp_path / "records").mkdir()
+    done = _synthetic_record(cells[0], config, [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    (tmp_path / "records" / f"{cells[0].cell_id}.json").write_text(json.dumps(done))
+    estimates = {cells[1].cell_id: 30 * 60.0, cells[2].cell_id: 5 * 60.0}
+    monkeypatch.setattr(ledger.Estimator, "seconds", lambda self, cell, cfg: estimates[cell.cell_id])
+    lines = []
+    assert ledger.run(1, 20, dry_run=True, log=lines.append) == 0
+    started = [line for line in lines if line.startswith("[ledger] start")]
+    assert len(started) == 1 and cells[2].cell_id in started[0]  # cell 0 done, cell 1 too long
+    # a record whose hash is not the code's is stale and rerun
+    stale = dict(done, config=dict(done["config"], **{"ppo.clip_eps": 0.9}))
+    stale["config_hash"] = settings_hash(stale["config"])
+    (tmp_path / "records" / f"{cells[0].cell_id}.json").write_text(json.dumps(stale))
+    status, detail = ledger.cell_status(cells[0], ledger.load_records(tmp_path / "records"), config)
+    assert status == "stale" and "ppo.clip_eps" in detail
+
+
+@pytest.mark.heavy(60)
+def test_cell_interrupted_leaves_no_record_then_continues_to_a_valid_one(monkeypatch, tmp_path):
+    from diffrl.core import trainer as trainer_module
+
+    cell = _tiny_cells()[0]
+    original_init = trainer_module.Trainer.__init__
+
+    def stop_after_first_chunk(self, *a, **kw):
+        original_init(self, *a, **kw)
+        self.progress_fn = lambda row: self.request_stop()
+
+    monkeypatch.setattr(trainer_module.Trainer, "__init__", stop_after_first_chunk)
+    records = tmp_path / "records"
+    assert ledger.run_cell(cell, tmp_path / "scratch", records) is None
+    assert not records.exists() or not list(records.glob("*.json"))  # nothing that looks finished
+    assert (tmp_path / "scratch" / cell.cell_id).is_dir()  # the checkpoint to continue from
+    monkeypatch.setattr(trainer_module.Trainer, "__init__", original_init)
+    record = ledger.run_cell(cell, tmp_path / "scratch", records)
+    assert record["timing"]["resumed"] and not (tmp_path / "scratch" / cell.cell_id).exists()
+    on_disk = validate_record(json.loads((records / f"{cell.cell_id}.json").read_text()))
+    assert on_disk["env_steps"] == [0, 128, 256] and on_disk["samplers"] == ["mean", "sample"]
+    assert np.asarray(on_disk["curves"]["sample"]["returns"]).shape == (3, 2)
+    assert on_disk["config_hash"] == config_hash(ledger.cell_config(cell))
+    assert on_disk["machine"]["cpu"] and on_disk["versions"]["jax"]
+
+
+# -- records and the report -------------------------------------------------------------------
+def _synthetic_record(cell, config, final_by_eval, sampler_names=None):
+    samplers = list(sampler_names or config.eval_samplers)
+    n = len(final_by_eval)
+    return {
+        "schema": SCHEMA, "cell": cell.cell_id, "matrix": cell.matrix, "label": cell.label, "algo": cell.algo,
+        "task": cell.task, "preset": config.preset, "overrides": dict(cell.overrides), "base_seed": cell.base_seed,
+        "num_seeds": cell.num_seeds, "config_hash": config_hash(config), "config": hashed_settings(config),
+        "samplers": samplers, "env_steps": [i * cell.env_steps // (n - 1) for i in range(n)],
+        "walltime": [float(i) for i in range(n)],
+        "curves": {s: {"returns": final_by_eval} for s in samplers},
+        "timing": {"compile_s": 1.0, "train_s": 10.0, "eval_s": 1.0, "wall_s": 60.0},
+        "versions": {}, "machine": {},
+    }
+
+
+def test_malformed_records_are_refused():
+    cell = _tiny_cells()[0]
+    good = _synthetic_record(cell, ledger.cell_config(cell), [[1.0, 2.0], [3.0, 4.0]])
+    validate_record(good)
+    for broken in ({k: v for k, v in good.items() if k != "curves"},
+                   dict(good, config_hash="0" * 16),
+                   dict(good, curves={"mean": {"returns": [[1.0], [2.0]]}, "sample": good["curves"]["sample"]}),
+                   dict(good, env_steps=[5, 0])):
+        with pytest.raises(ValueError):
+            validate_record(broken)
+
+
+def _oracle_probability_of_improvement(xs, ys):
+    per_task = []
+    for x, y in zip(xs, ys):
+        wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
+        per_task.append(wins / (len(x) * len(y)))
+    return sum(per_task) / len(per_task)
+
+
+def test_statistics_match_plain_python_oracles():
+    rng = np.random.default_rng(3)
+    xs = [rng.normal(size=5).round(1) for _ in range(4)]
+    ys = [rng.normal(size=3).round(1) for _ in range(4)]
+    point, lo, hi = ledger_report.probability_of_improvement(xs, ys)
+    assert point == pytest.approx(_oracle_probability_of_improvement(xs, ys))
+    assert lo <= point <= hi
+    assert ledger_report.probability_of_improvement([np.ones(3)], [np.zeros(3)])[0] == 1.0
+    assert ledger_report.probability_of_improvement([np.ones(3)], [np.ones(3)])[0] == 0.5
+    scores = [1.0, 2.0, 3.0, 4.0, 100.0, -50.0, 5.0, 6.0]
+    kept = sorted(scores)[2:6]
+    assert ledger_report.iqm(np.asarray(scores)) == pytest.approx(sum(kept) / 4)
+    groups = [np.asarray(scores[:5]), np.asarray(scores[5:])]
+    p, lo, hi = ledger_report.stratified_iqm(groups)
+    assert p == pytest.approx(sum(kept) / 4) and lo <= p <= hi
+
+
+def test_report_renders_from_records_and_check_catches_a_stale_table(monkeypatch, tmp_path):
+    root = tmp_path / "ledger"
+    (root / "records").mkdir(parents=True)
+    tasks = ("CartpoleSwingup", "CheetahRun")
+    randoms = {f"playground/{t}": 10.0 for t in ledger_plan.M1_TASKS}
+    (root / "pilot.json").write_text(json.dumps({"entries": [], "random_returns": randoms}))
+    rng = np.random.default_rng(0)
+    means = {"ppo": 100.0, "reppo": 400.0, "amdp": 420.0, "trudi": 500.0}
+    for cell in ledger_plan.matrix1():
+        if cell.task.split("/")[1] not in tasks:
+            continue
+        final = (means[cell.algo] + 10 * rng.normal(size=cell.num_seeds)).round(1).tolist()
+        curve = [[0.0] * cell.num_seeds] + [[f / 2 for f in final]] * 4 + [final]
+        record = _synthetic_record(cell, ledger.cell_config(cell), curve)
+        (root / "records" / f"{cell.cell_id}.json").write_text(json.dumps(record))
+    written = ledger_report.render(root, with_figures=True)
+    assert (root / "report" / "profile_m1.png") in written and (root / "report" / "curves_m1_CheetahRun.png") in written
+    m1 = (root / "report" / "m1.md").read_text()
+    assert "## CheetahRun" in m1 and "Over the 2 tasks every algorithm has finished" in m1
+    assert "| trudi | reppo | 1.000 [1.000, 1.000] |" in m1 and "| ppo | 10 |" not in m1
+    status = (root / "report" / "status.md").read_text()
+    assert f"| m1 | {sum(1 for c in ledger_plan.matrix1() if c.task.split('/')[1] in tasks)} |" in status
+    assert ledger_report.check(root) == 0
+    (root / "report" / "m1.md").write_text(m1.replace("CheetahRun", "Cheetah"))
+    assert ledger_report.check(root) == 1
+    # a record that no longer matches the code is listed as stale and left out of the tables
+    path = next((root / "records").glob("m1--CheetahRun--trudi*.json"))
+    record = json.loads(path.read_text())
+    record["config"]["reppo.kl_bound"] = 123.0
+    record["config_hash"] = settings_hash(record["config"])
+    path.write_text(json.dumps(record))
+    tables, _, _ = ledger_report.render_tables(root)
+    assert "reppo.kl_bound" in tables["status.md"] and "Over the 1 tasks" in tables["m1.md"]
+
+
+def test_committed_ledger_report_is_current():
+    """CI: every committed record is valid and the committed tables are what they render."""
+    root = Path(ledger.ROOT)
+    if not (root / "report").is_dir():
+        pytest.skip("no committed report yet")
+    assert ledger_report.check(root) == 0
