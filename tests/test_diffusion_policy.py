@@ -280,8 +280,8 @@ def test_config_validation():
 
 
 def test_trust_region_modes_action_and_none():
-    """TruDi's ablation (--diffusion.trust-region): 'action' bounds the moment-matched KL of the
-    action marginals (E12), 0 at equal params, gradient only into the new params; 'none' hands the
+    """TruDi's ablation (--diffusion.trust-region): 'action' bounds the unbiased moment-matched KL of
+    the action marginals (E12), 0 at equal params, gradient only into the new params; 'none' hands the
     loss 0 and still logs how far the path moved (the trajectory KL of 'trajectory')."""
     traj, params = make(learn_dt=True, per_step_dt=True, kl_samples=8)
     action, _ = make(learn_dt=True, per_step_dt=True, kl_samples=8, trust_region="action")
@@ -300,7 +300,8 @@ def test_trust_region_modes_action_and_none():
     kl_same, *_ = run(params, params)
     assert float(jnp.max(jnp.abs(kl_same))) < 1e-5  # common noise: old and new end points coincide
     kl, metrics, (g_old, g_new), (kl_traj, m_traj), (kl_none, m_none) = run(params, new)
-    assert kl.shape == OBS_TB.shape[:-1] and bool(jnp.all(kl >= 0)) and float(jnp.mean(kl)) > 0
+    # unbiased per-state estimates (E12) may dip below 0; their mean may not
+    assert kl.shape == OBS_TB.shape[:-1] and bool(jnp.all(jnp.isfinite(kl))) and float(jnp.mean(kl)) > 0
     assert set(metrics) == {"kl_action"}
     assert float(metrics["kl_action"]) == pytest.approx(float(jnp.mean(kl)), rel=1e-5)
     assert all(float(jnp.max(jnp.abs(x))) == 0.0 for x in jax.tree.leaves(g_old))
@@ -317,9 +318,10 @@ def test_trust_region_modes_action_and_none():
 
 
 def test_action_trust_region_config_is_checked():
-    with pytest.raises(ValueError, match="kl_samples >= 2"):
-        DiffusionPolicyConfig(trust_region="action", kl_samples=1)
+    with pytest.raises(ValueError, match="kl_samples >= 6"):
+        DiffusionPolicyConfig(trust_region="action", kl_samples=5).validate()  # when the policy is built
+    DiffusionPolicyConfig(trust_region="action", kl_samples=6).validate()
     with pytest.raises(ValueError, match="kl_paths='behaviour'"):
-        DiffusionPolicyConfig(trust_region="action", kl_paths="behaviour")
+        DiffusionPolicyConfig(trust_region="action", kl_samples=8, kl_paths="behaviour")
     with pytest.raises(ValueError, match="trust_region must be one of"):
         DiffusionPolicyConfig(trust_region="final")

@@ -19,8 +19,9 @@ learned step sizes, and implements :class:`~diffrl.policies.base.PathwisePolicy`
   at exactly that state, so the estimate stays unbiased; the same batched call and no call of the
   old network). ``trust_region`` chooses what is bounded (TruDi's ablation, and the on-policy
   DIME baseline): "trajectory" as above; "action", the KL of the action marginals only, which has
-  no closed form and is estimated from K old and K new chains on common noise as the KL of their
-  moment-matched Gaussians (E12); "none", no trust region (the trajectory KL is logged).
+  no closed form and is replaced by the KL of their moment-matched Gaussians (E12), estimated
+  without bias (for Gaussian marginals; consistently otherwise) from K >= 6 old and K new chains on
+  common noise; "none", no trust region (the trajectory KL is logged).
 * ``eval_action`` samplers (:mod:`diffrl.policies.dis_chain`, eqs. E10, E11):
   - "sde": the acting chain (E4); its end point is the policy.
   - "reversal-ode": x_{n+1} = x_n + eta_n f / 2 (:func:`dis_chain.reversal_ode`), the
@@ -107,14 +108,16 @@ class DiffusionPolicyConfig:
     """Floor m of the cosine dt schedule."""
     trust_region: str = "trajectory"
     """What the trust region bounds: 'trajectory' (TruDi: the KL of the whole denoising path, E8,
-    an upper bound on the action KL), 'action' (the action marginals only: moment-matched KL of K
-    old and K new end points, E12; the `dime` algorithm's default) or 'none' (plain DIME: the KL
+    an upper bound on the action KL), 'action' (the action marginals only: the KL of their
+    moment-matched Gaussians, estimated without bias from K >= 6 old and K new end points, E12;
+    the `dime` algorithm's default) or 'none' (plain DIME: the KL
     returned to the loss is 0; the trajectory KL is still logged). TruDi's ablation."""
     kl_estimator: str = "closed_form"
     """Trust-region KL returned: 'closed_form' per-step Gaussian KL or 'sampled' log-ratio."""
     kl_samples: int = 4
     """K old-policy paths per state for the trajectory KL (reference JAX 4); read with
-    ``kl_paths="fresh"`` only. The 'action' trust region draws K old and K new chains (K >= 2)."""
+    ``kl_paths="fresh"`` only. The 'action' trust region draws K old and K new chains (K >= 6: the
+    variance of its estimate is infinite below that; the dime preset uses 8)."""
     kl_paths: str = "fresh"
     """Old paths the trajectory KL is measured along: 'fresh' (K chains simulated per state and
     SGD step, the reference) or 'behaviour' (the acting chain stored in the rollout, one per
@@ -142,9 +145,6 @@ class DiffusionPolicyConfig:
             raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got '{self.kl_estimator}'")
         if self.trust_region not in TRUST_REGIONS:
             raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got '{self.trust_region}'")
-        if self.trust_region == "action" and self.kl_samples < 2:
-            raise ValueError("diffusion.trust_region='action' fits the mean and variance of K end points "
-                             f"per state: it needs diffusion.kl_samples >= 2 (got {self.kl_samples})")
         if self.trust_region == "action" and self.kl_paths == "behaviour":
             raise ValueError("diffusion.trust_region='action' draws K fresh old and new chains per state; "
                              "diffusion.kl_paths='behaviour' (one stored path) applies to 'trajectory' and 'none'")
@@ -161,6 +161,13 @@ class DiffusionPolicyConfig:
 
     def validate(self) -> None:
         check_architecture(self.arch, self.hidden, self.matmul_dtype, "diffusion")
+        # checked here, when the policy is built, not per field: presets and --set change
+        # trust_region and kl_samples one at a time
+        if self.trust_region == "action" and self.kl_samples < dis_chain.MIN_ACTION_KL_SAMPLES:
+            raise ValueError("diffusion.trust_region='action' estimates the KL of K old and K new end points' "
+                             "moment-matched Gaussians, whose variance is infinite for K < "
+                             f"{dis_chain.MIN_ACTION_KL_SAMPLES}: it needs diffusion.kl_samples >= "
+                             f"{dis_chain.MIN_ACTION_KL_SAMPLES} (got {self.kl_samples}; the dime preset uses 8)")
         if self.num_steps < 1:
             raise ValueError("diffusion.num_steps must be >= 1")
 
@@ -354,7 +361,7 @@ class DiffusionPolicy:
         behaviour: DiffusionAux | None = None, current: None = None,
     ) -> tuple[jax.Array, dict]:
         """(...,) per-state KL(old || new) that the trust region bounds (``trust_region``):
-        the trajectory KL, eq. (E8) ('trajectory'); the moment-matched action KL, eq. (E12),
+        the trajectory KL, eq. (E8) ('trajectory'); the unbiased moment-matched action KL, eq. (E12),
         from K fresh old and new chains ('action'); or 0 ('none', the trajectory KL logged only).
 
         Trajectory KL: ``kl_paths="fresh"``: averaged over K old chains simulated from ``key``;
@@ -374,8 +381,9 @@ class DiffusionPolicy:
         return self._trajectory_kl(old_params, params, obs, key, behaviour)
 
     def _action_kl(self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """(...,) moment-matched KL of the action marginals, eq. (E12): K old and K new chains per
-        state driven by the same noise (the new ones reparameterised, so the gradient flows)."""
+        """(...,) moment-matched KL of the action marginals, eq. (E12), estimated without bias from K
+        old and K new chains per state driven by the same noise (the new ones reparameterised, so the
+        gradient flows; :func:`dis_chain.moment_matched_kl`)."""
         cfg = self.config
         noise = self._noise(key, (cfg.kl_samples, *obs.shape[:-1]))
         old = dis_chain.sample_chain(self._control_fn(old_params, obs), self.step_sizes(old_params), cfg.sigma0, noise)
