@@ -176,3 +176,114 @@ def test_interrupt_and_resume_is_bitwise_identical_with_the_buffer(tmp_path, alg
     assert len(full) == len(resumed) == 5
     assert full[-1]["offpolicy/learning"] == 1.0
     assert full == resumed
+
+
+def test_polyak_update_matches_a_loop():
+    from diffrl.algos.offpolicy import polyak_update
+
+    rng = np.random.default_rng(2)
+    target = {"params": {"a": rng.normal(size=3), "b": {"c": rng.normal(size=(2, 2))}}, "batch_stats": {"m": np.zeros(2)}}
+    online = {"params": {"a": rng.normal(size=3), "b": {"c": rng.normal(size=(2, 2))}}, "batch_stats": {"m": np.ones(2)}}
+    out = polyak_update(target, online, 0.005)
+    for path in (("a",), ("b", "c")):
+        t, o, got = target["params"], online["params"], out["params"]
+        for k in path:
+            t, o, got = t[k], o[k], got[k]
+        for idx in np.ndindex(np.shape(t)):
+            assert got[idx] == pytest.approx(0.995 * t[idx] + 0.005 * o[idx], rel=1e-12)
+    assert out["batch_stats"] is online["batch_stats"]  # running statistics are copied, not averaged
+
+
+def test_sac_preset_is_published_sac_and_crossq_stays_an_option():
+    """sac: SAC's critic (Haarnoja et al. 2018, arXiv 1812.05905): scalar ReLU MLPs, target critics
+    Polyak-averaged at tau = 0.005, the minimum of two; dime-off keeps DIME's CrossQ critic."""
+    for preset in ("sac-dmc", "sac-dmc-cpu", "sac-gymnax"):
+        from diffrl.presets import PRESETS
+
+        values = PRESETS[preset]
+        assert values["offpolicy.target_networks"] is True and values["offpolicy.target_tau"] == 0.005
+        assert values["offpolicy.ensemble_reduce"] == "min" and values["offpolicy.critic"] == "scalar"
+        assert values["offpolicy.critic_norm"] == "none" and values["offpolicy.adam_b1"] == 0.9
+        assert values["offpolicy.policy_delay"] == 1 and values["offpolicy.actor_clip"] == 0.0
+    assert PRESETS["sac-dmc"]["offpolicy.critic_hidden"] == (256, 256) and PRESETS["sac-dmc"]["offpolicy.utd"] == 1.0
+    off = _config("dime-off").offpolicy
+    assert (off.target_networks, off.critic_norm, off.ensemble_reduce, off.critic) == (
+        False, "batch_renorm", "mean", "categorical")
+    env, algo, _ = build(_config("dime-off"))
+    assert algo.init(jax.random.key(0), env.spec).target_critic_params is None
+
+
+def test_sac_critic_loss_takes_the_minimum_of_the_target_critics():
+    """The scalar TD loss of SAC against a plain loop: y = r + gamma (1 - term)(min_e Q'_e(s', a') - alpha l')
+    with Q' the TARGET critics (here set apart from the online ones), loss = mean_e,n 1/2 (Q_e(s, a) - y)^2."""
+    env, algo, _ = build(_config("sac", offpolicy=dataclasses.replace(_config("sac").offpolicy, critic_hidden=(8,))))
+    spec = env.spec
+    state = algo.init(jax.random.key(0), spec)
+    target = jax.tree_util.tree_map(lambda p: p + 0.3, state.critic_params)
+    rng = np.random.default_rng(5)
+    n = 6
+    mb = {"critic_obs": jnp.asarray(rng.normal(size=(n, spec.critic_size)), jnp.float32),
+          "action": jnp.asarray(rng.uniform(-1, 1, size=(n, spec.action_size)), jnp.float32),
+          "next_critic_obs": jnp.asarray(rng.normal(size=(n, spec.critic_size)), jnp.float32),
+          "reward": jnp.asarray(rng.normal(size=n), jnp.float32),
+          "terminated": jnp.asarray([0, 1, 0, 0, 0, 1], jnp.float32)}
+    next_action = jnp.asarray(rng.uniform(-1, 1, size=(n, spec.action_size)), jnp.float32)
+    next_lp = jnp.asarray(rng.normal(size=n), jnp.float32)
+    loss, _ = algo.critic_loss(state.critic_params["params"], state.critic_params["batch_stats"], mb, next_action,
+                               next_lp, 0.2, target)
+    q = np.asarray(algo.critic.apply(state.critic_params, mb["critic_obs"], mb["action"], False))  # (E, n)
+    q_next = np.asarray(algo.critic.apply(target, mb["next_critic_obs"], next_action, False))
+    q_next_online = np.asarray(algo.critic.apply(state.critic_params, mb["next_critic_obs"], next_action, False))
+    assert not np.allclose(q_next, q_next_online)
+    gamma, total = algo.c.gamma, 0.0
+    for e in range(2):
+        for i in range(n):
+            y = float(mb["reward"][i]) + gamma * (1 - float(mb["terminated"][i])) * (
+                min(q_next[0, i], q_next[1, i]) - 0.2 * float(next_lp[i]))
+            total += 0.5 * (q[e, i] - y) ** 2
+    assert float(loss) == pytest.approx(total / (2 * n), rel=1e-5)
+
+
+def test_sac_update_moves_the_target_critics_by_polyak_steps():
+    """One learning iteration of 8 critic steps: the target critics start as copies of the critics; with
+    tau = 1 every Polyak step copies the critics (targets = critics after the iteration), with tau = 0.1
+    they lag (differ from both their start and the critics); the CrossQ option keeps no target networks."""
+    def one_iteration(tau):
+        off = dataclasses.replace(_config("sac").offpolicy, learning_starts=8, utd=1.0, batch_size=8,
+                                  critic_hidden=(16,), target_tau=tau)
+        env, algo, _ = build(_config("sac", offpolicy=off))
+        state = algo.init(jax.random.key(0), env.spec)
+        assert all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(state.critic_params),
+                                                         jax.tree_util.tree_leaves(state.target_critic_params)))
+        start = state.critic_params
+        state, _ = jax.jit(algo.update)(state, _rollout(env.spec, algo, state, jax.random.key(1), 2, 4),
+                                        jax.random.key(9))
+        assert int(state.critic_steps) == 8
+        return [np.asarray(x) for x in jax.tree_util.tree_leaves(
+            (start["params"], state.critic_params["params"], state.target_critic_params["params"]))], off
+
+    leaves, off = one_iteration(1.0)
+    third = len(leaves) // 3
+    start, critic, target = leaves[:third], leaves[third:2 * third], leaves[2 * third:]
+    assert all(np.array_equal(c, t) for c, t in zip(critic, target))
+    leaves, _ = one_iteration(0.1)
+    start, critic, target = leaves[:third], leaves[third:2 * third], leaves[2 * third:]
+    assert all(np.all(np.isfinite(t)) for t in target)
+    assert any(not np.allclose(t, s) for t, s in zip(target, start))
+    assert any(not np.allclose(t, c) for t, c in zip(target, critic))
+    crossq = dataclasses.replace(off, target_networks=False, critic_norm="batch_renorm", critic="categorical",
+                                 ensemble_reduce="mean", num_bins=11)
+    env, algo, _ = build(_config("sac", offpolicy=crossq))
+    state = algo.init(jax.random.key(0), env.spec)
+    assert state.target_critic_params is None and "batch_stats" in state.critic_params
+    state, metrics = jax.jit(algo.update)(state, _rollout(env.spec, algo, state, jax.random.key(1), 2, 4),
+                                          jax.random.key(9))
+    assert int(state.critic_steps) == 8 and np.isfinite(float(metrics["critic/loss"]))
+
+
+def test_refused_critic_settings():
+    for change, message in (({"critic_norm": "layer"}, "critic-norm must be one of"),
+                            ({"target_tau": 0.0}, "target-tau must be in"), ({"target_tau": 1.5}, "target-tau must be in")):
+        with pytest.raises(ConfigError, match=message):
+            build(_config("sac", offpolicy=dataclasses.replace(_config("sac").offpolicy, **change)))
+

@@ -9,7 +9,12 @@ gradient steps on minibatches drawn uniformly from it, once the buffer holds
 arXiv 2502.02316, off-policy recipe of github.com/ALRhub/DIME):
 
   critic:  a' ~ pi(.|s') fresh, with its log-density term l' (exact, or an upper-bound estimate);
-           one joint batch-renormalised pass over (s, a) and (s', a') (``critics.crossq``);
+           CrossQ (``--offpolicy.target-networks false``, DIME's): one joint batch-renormalised pass
+           over (s, a) and (s', a') (``critics.crossq``), the next values from the critics themselves;
+           SAC (``--offpolicy.target-networks true``, the ``sac`` presets; Haarnoja et al. 2018, arXiv
+           1812.05905, Sec. 5 and Alg. 1): Q_e(s', a') from target critics theta'_e, Polyak-averaged
+           after every critic step, theta'_e <- (1 - tau) theta'_e + tau theta_e (tau = 0.005),
+           reduced by the minimum over the two (clipped double Q, ``--offpolicy.ensemble-reduce min``);
            scalar:       y = r + gamma (1 - term) (reduce_e Q_e(s', a') - alpha l'),
                          loss = mean_e 1/2 (Q_e(s, a) - sg(y))^2;
            categorical:  each member's next distribution projected through
@@ -27,7 +32,7 @@ arXiv 2502.02316, off-policy recipe of github.com/ALRhub/DIME):
       score clip a quantile over the drawn batch, and the drift trust region
       (--adjoint.trust-region closed_form or none) against the actor at the start of the iteration;
   temperature: L = alpha sg(H - H*), H = -mean of the fresh next-state samples' dual_log_prob.
-No target networks (CrossQ): the next-state values come from the same pass as the current ones.
+Without target networks (CrossQ) the next-state values come from the same pass as the current ones.
 """
 from __future__ import annotations
 
@@ -59,6 +64,7 @@ class OffPolicyState:
     alpha_opt: Any
     buffer: ReplayBuffer
     critic_steps: jax.Array  # () int32, gradient steps of the critic so far
+    target_critic_params: Any = None  # Polyak-averaged copy of critic_params (target_networks), else None
 
 
 def _cond_or_zeros(pred: jax.Array, fn, operand):
@@ -66,6 +72,14 @@ def _cond_or_zeros(pred: jax.Array, fn, operand):
     ``fn`` is computed on the skipping branch."""
     zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, operand)[1])
     return jax.lax.cond(pred, fn, lambda x: (x, zeros), operand)
+
+
+def polyak_update(target, online, tau: float):
+    """SAC's target update (Haarnoja et al. 2018, arXiv 1812.05905, Alg. 1): every parameter of the
+    flax variables ``target`` becomes (1 - tau) target + tau online; running statistics
+    (``batch_stats``, if any) are copied from ``online``, as they are estimates, not parameters."""
+    params = jax.tree_util.tree_map(lambda t, o: (1.0 - tau) * t + tau * o, target["params"], online["params"])
+    return {"params": params, "batch_stats": online["batch_stats"]}
 
 
 def reduce_ensemble(values: jax.Array, how: str) -> jax.Array:
@@ -140,7 +154,7 @@ class OffPolicy(SoftActorCritic, abc.ABC):
         self.name, self.config, self.c, self.policy = name, config, c, policy
         self.critic = CrossQCritic(hidden=tuple(c.critic_hidden), num_critics=c.num_critics,
                                    num_bins=c.num_bins if c.critic == "categorical" else 0,
-                                   momentum=c.renorm_momentum, warmup=c.renorm_warmup)
+                                   momentum=c.renorm_momentum, warmup=c.renorm_warmup, norm=c.critic_norm)
         self.support = atoms(c.vmin, c.vmax, c.num_bins) if c.critic == "categorical" else None
         mult = c.entropy_target_mult if c.entropy_target_mult is not None else default_target_mult
         self.target_entropy = mult * spec.action_size
@@ -171,7 +185,8 @@ class OffPolicy(SoftActorCritic, abc.ABC):
     def init(self, key, spec: EnvSpec) -> OffPolicyState:
         key_actor, key_critic, key_aux = jax.random.split(key, 3)
         actor = self.policy.init(key_actor, spec.obs_size)
-        critic_params = self.critic.init(key_critic, jnp.zeros((1, spec.critic_size)), jnp.zeros((1, spec.action_size)))
+        variables = self.critic.init(key_critic, jnp.zeros((1, spec.critic_size)), jnp.zeros((1, spec.action_size)))
+        critic_params = {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
         log_alpha = jnp.asarray(math.log(self.c.ent_start), jnp.float32)
         b = self.config.num_envs
         obs = jnp.zeros((b, spec.obs_size))
@@ -184,7 +199,7 @@ class OffPolicy(SoftActorCritic, abc.ABC):
         buffer = init_buffer(self._transitions(example), self.capacity)
         return OffPolicyState(actor, critic_params, log_alpha, self.actor_optimizer.init(actor),
                               self.critic_optimizer.init(critic_params["params"]), self.alpha_optimizer.init(log_alpha),
-                              buffer, jnp.zeros((), jnp.int32))
+                              buffer, jnp.zeros((), jnp.int32), critic_params if self.c.target_networks else None)
 
     # -- values --------------------------------------------------------------------------
     def member_values(self, critic_params, critic_obs, action) -> jax.Array:
@@ -197,10 +212,19 @@ class OffPolicy(SoftActorCritic, abc.ABC):
         return reduce_ensemble(self.member_values(critic_params, critic_obs, action), self.c.ensemble_reduce)
 
     # -- update ----------------------------------------------------------------------------
-    def critic_loss(self, params, batch_stats, mb, next_action, next_log_prob, alpha):
+    def critic_loss(self, params, batch_stats, mb, next_action, next_log_prob, alpha, target_params=None):
+        """The TD loss of the critics ``params`` at the minibatch ``mb``; the next-state outputs come from
+        the same training-mode pass (CrossQ) or, given ``target_params``, from the target critics with
+        their running statistics (SAC). Returns (loss, (new batch_stats, metrics))."""
         c = self.c
-        out, next_out, stats = joint_forward(self.critic, {"params": params, "batch_stats": batch_stats},
-                                             mb["critic_obs"], mb["action"], mb["next_critic_obs"], next_action)
+        variables = {"params": params, "batch_stats": batch_stats}
+        if target_params is None:
+            out, next_out, stats = joint_forward(self.critic, variables, mb["critic_obs"], mb["action"],
+                                                 mb["next_critic_obs"], next_action)
+        else:
+            out, updates = self.critic.apply(variables, mb["critic_obs"], mb["action"], True, mutable=["batch_stats"])
+            stats = updates.get("batch_stats", {})
+            next_out = self.critic.apply(target_params, mb["next_critic_obs"], next_action, False)
         next_out = jax.lax.stop_gradient(next_out)
         if self.support is None:
             loss, metrics = scalar_td_loss(out, next_out, mb["reward"], mb["terminated"], next_log_prob, alpha,
@@ -234,23 +258,25 @@ class OffPolicy(SoftActorCritic, abc.ABC):
 
         def critic_step(carry, key_step):
             """One critic step; returns the minibatch, alpha, entropy and the actor's key for an actor step."""
-            actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
+            actor, critic_params, target_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
             key_batch, key_next, key_actor = jax.random.split(key_step, 3)
             mb = self._minibatch(buffer, key_batch)
             alpha = jnp.exp(log_alpha)
             next_action, next_lp, next_dual_lp = self.next_sample(actor, mb["next_obs"], key_next)
             (critic_loss, (stats, critic_metrics)), grads = jax.value_and_grad(self.critic_loss, has_aux=True)(
-                critic_params["params"], critic_params["batch_stats"], mb, next_action, next_lp, alpha)
+                critic_params["params"], critic_params["batch_stats"], mb, next_action, next_lp, alpha, target_params)
             updates, critic_opt = self.critic_optimizer.update(grads, critic_opt, critic_params["params"])
             critic_params = {"params": optax.apply_updates(critic_params["params"], updates), "batch_stats": stats}
+            if target_params is not None:
+                target_params = polyak_update(target_params, critic_params, c.target_tau)
             critic_metrics.update({"critic/loss": critic_loss, "critic/grad_norm": optax.tree.norm(grads)})
             entropy = -jnp.mean(next_dual_lp)
             every_step = {**critic_metrics, "actor/entropy_estimate": entropy, "dual/alpha": alpha}
-            carry = (actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps + 1)
+            carry = (actor, critic_params, target_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps + 1)
             return carry, every_step, (mb, alpha, entropy, key_actor)
 
         def actor_step(carry, mb, alpha, entropy, key_actor):
-            actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
+            actor, critic_params, target_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
             (_, metrics), grads = jax.value_and_grad(self.actor_step_loss, has_aux=True)(
                 actor, old_params, critic_params, mb, alpha, key_actor)
             updates, actor_opt = self.actor_optimizer.update(grads, actor_opt, actor)
@@ -260,7 +286,7 @@ class OffPolicy(SoftActorCritic, abc.ABC):
                 alpha_grad = jax.grad(temperature_loss)(log_alpha, entropy, self.target_entropy)
                 alpha_update, alpha_opt = self.alpha_optimizer.update(alpha_grad, alpha_opt)
                 log_alpha = optax.apply_updates(log_alpha, alpha_update)
-            return (actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps), metrics
+            return (actor, critic_params, target_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps), metrics
 
         def critic_only(carry, key_step):
             carry, every_step, _ = critic_step(carry, key_step)
@@ -288,14 +314,15 @@ class OffPolicy(SoftActorCritic, abc.ABC):
             means.update({k: jnp.mean(v) for k, v in actor_metrics.items()})
             return carry, means
 
-        carry = (state.actor_params, state.critic_params, state.log_alpha, state.actor_opt, state.critic_opt,
-                 state.alpha_opt, state.critic_steps)
+        carry = (state.actor_params, state.critic_params, state.target_critic_params, state.log_alpha,
+                 state.actor_opt, state.critic_opt, state.alpha_opt, state.critic_steps)
         learning = buffer.transitions >= max(c.learning_starts, 1)
         carry, metrics = _cond_or_zeros(learning, learn, carry)
-        actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
+        actor, critic_params, target_params, log_alpha, actor_opt, critic_opt, alpha_opt, steps = carry
         metrics["offpolicy/buffer_transitions"] = buffer.transitions.astype(jnp.float32)
         metrics["offpolicy/learning"] = learning.astype(jnp.float32)
-        return OffPolicyState(actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, buffer, steps), metrics
+        return OffPolicyState(actor, critic_params, log_alpha, actor_opt, critic_opt, alpha_opt, buffer, steps,
+                              target_params), metrics
 
 
 class PathwiseOffPolicy(OffPolicy):

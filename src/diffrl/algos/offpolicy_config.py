@@ -5,7 +5,9 @@ github.com/ALRhub/DIME, ``configs/base.yaml`` and ``configs/alg/dime.yaml``), it
 (Bhatt et al. 2024): a 1M-transition buffer, batch 256, two update steps per collected
 transition, the actor updated every third critic step, 5,000 transitions before learning,
 Adam with beta1 = 0.5 and step 3e-4, two batch-renormalised critics of width 2048 without a
-target network, a categorical critic of 101 atoms.
+target network, a categorical critic of 101 atoms. The ``sac`` presets replace the critic with
+SAC's (Haarnoja et al. 2018, arXiv 1812.05905, Table 1): scalar, plain ReLU MLPs, the minimum of
+two target critics Polyak-averaged at tau = 0.005 (``diffrl.algos.offpolicy_presets``).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 
 CRITIC_KINDS = ("categorical", "scalar")
 ENSEMBLE_REDUCTIONS = ("mean", "min")
+CRITIC_NORMS = ("batch_renorm", "none")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,17 @@ class OffPolicyConfig:
     ensemble_reduce: str = "mean"
     """How the members' values combine, in targets and the actor loss: mean (DIME) or min (SAC's
     clipped double Q)."""
+    target_networks: bool = False
+    """Next-state values from target copies of the critics, Polyak-averaged toward them after every
+    critic step and evaluated with their running statistics (SAC, Haarnoja et al. 2018, arXiv
+    1812.05905); False: CrossQ's one joint pass over (s, a) and (s', a') with no target networks
+    (DIME's)."""
+    target_tau: float = 0.005
+    """Polyak rate of the target critics, theta' <- (1 - tau) theta' + tau theta (SAC: 0.005); read
+    with target_networks only."""
+    critic_norm: str = "batch_renorm"
+    """Normalisation in the critics: batch_renorm (CrossQ, DIME: every layer batch-renormalised) or
+    none (SAC's plain ReLU MLP)."""
     num_bins: int = 101
     """Atoms of the categorical critic."""
     vmin: float = -200.0
@@ -91,6 +105,10 @@ class OffPolicyConfig:
             problems.append(f"--offpolicy.critic must be one of {', '.join(CRITIC_KINDS)} (got {self.critic!r})")
         if self.ensemble_reduce not in ENSEMBLE_REDUCTIONS:
             problems.append(f"--offpolicy.ensemble-reduce must be mean or min (got {self.ensemble_reduce!r})")
+        if self.critic_norm not in CRITIC_NORMS:
+            problems.append(f"--offpolicy.critic-norm must be one of {', '.join(CRITIC_NORMS)} (got {self.critic_norm!r})")
+        if not 0 < self.target_tau <= 1:
+            problems.append(f"--offpolicy.target-tau must be in (0, 1] (got {self.target_tau})")
         if self.critic == "categorical" and (self.num_bins < 2 or not self.vmax > self.vmin):
             problems.append(f"--offpolicy.num-bins must be >= 2 and vmax > vmin (got {self.num_bins}, "
                             f"[{self.vmin}, {self.vmax}])")

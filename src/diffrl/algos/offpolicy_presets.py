@@ -5,8 +5,9 @@ github.com/ALRhub/DIME ``configs/``): 1M env steps per task (DIME's dm_control b
 dog-run and humanoid-run curves go on to 3M), buffer 1M, batch 256, UTD 2, policy delay 3,
 5,000 transitions before learning, two categorical critics of width 2048 with 101 atoms on
 [-200, 200], no observation normalisation (the critics batch-renormalise their inputs), 16 DIME
-denoising steps. DIME steps one environment; here 24 step in parallel (one iteration = 24
-transitions, 48 critic steps and 16 actor steps), the same update-to-data ratio and delay.
+denoising steps (sac: SAC's own critic and settings instead, below). DIME steps one environment;
+here 24 step in parallel (one iteration = 24 transitions, 48 critic steps and 16 actor steps), the
+same update-to-data ratio and delay.
 
 CPU scale (``*-dmc-cpu``, ``*-gymnax``): narrower critics and policies, a smaller buffer, UTD 0.5;
 measured (benchmarks/results/offpolicy_learning): all three swing up gymnax Pendulum-v1 within 20k
@@ -46,7 +47,7 @@ _GYMNAX = {
     "offpolicy.renorm_warmup": 2_000,
 }
 
-# sac and dime-off step their actor every 2nd critic step at CPU scale: an iteration's 32 critic steps
+# dime-off steps its actor every 2nd critic step at CPU scale: an iteration's 32 critic steps
 # must be a multiple of the delay (the schedule is a fixed structure of each iteration), and 2 is the
 # divisor nearest DIME's 3.
 _CPU_DELAY = {"offpolicy.policy_delay": 2}
@@ -59,6 +60,24 @@ _CPU_DELAY = {"offpolicy.policy_delay": 2}
 # was 0.889 of the range (SAC 0.889, DIME 0.888).
 _AMDP_CPU_BOUND = {"adjoint.control_bound": 4.0}
 
+# sac is SAC as published (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications",
+# arXiv 1812.05905, Table 1 and Alg. 1; code github.com/haarnoja/sac, github.com/rail-berkeley/softlearning):
+# a ReLU-MLP actor; two scalar ReLU-MLP critics trained on the squared TD error, next-state values from target critics
+# Polyak-averaged at tau = 0.005 after every critic step, the minimum of the two in the targets and in
+# the actor loss, Adam (beta1 0.9, no gradient clipping), the actor and temperature stepped with every
+# critic step. At paper scale also SAC's widths (256, 256), one gradient step per transition and a
+# temperature step of 3e-4 (Table 1: one step size for all). Left open by the paper and kept from the
+# family: the transitions before learning (DIME's 5,000), the policy's log-std clip ([log 1e-3, 2] with a
+# floor on the std, where SAC's code clips the log-std to [-20, 2]), and at CPU scale the narrower critics, the
+# batch, UTD 0.5, the initial temperature 0.1. CrossQ's critic, which sac used before (batch-renormalised,
+# no target networks, the average of two categorical critics; DIME's), stays available with
+# --offpolicy.target-networks false --offpolicy.critic-norm batch_renorm --offpolicy.critic categorical
+# --offpolicy.ensemble-reduce mean --offpolicy.adam-b1 0.5 (docs/training.md).
+_SAC = {"offpolicy.critic": "scalar", "offpolicy.critic_norm": "none", "offpolicy.target_networks": True,
+        "offpolicy.target_tau": 0.005, "offpolicy.ensemble_reduce": "min", "offpolicy.adam_b1": 0.9,
+        "offpolicy.actor_clip": 0.0, "offpolicy.policy_delay": 1, "gaussian.act": "relu"}
+_SAC_PAPER = {**_SAC, "offpolicy.critic_hidden": (256, 256), "offpolicy.utd": 1.0, "offpolicy.alpha_lr": 3e-4}
+
 # Per algorithm: the policy's settings at each scale (paper: DIME's 16-step chain with a 256-wide
 # control net; the Gaussian as SAC's 256 x 256).
 # DECISION: amdp-off steps its actor after EVERY critic step (policy delay 1; DIME and CrossQ delay
@@ -66,9 +85,9 @@ _AMDP_CPU_BOUND = {"adjoint.control_bound": 4.0}
 # no chain, so it costs little. Measured on Pendulum (4 seeds, 16k steps, UTD 0.25): median final -344
 # with delay 1 against -660 with delay 3, wall-clock 101 s against 104 s.
 _POLICY = {
-    "sac": {"paper": {"gaussian.hidden": (256, 256), "gaussian.norm": "none"},
-            "dmc-cpu": {"gaussian.hidden": (128, 128), "gaussian.norm": "none", **_CPU_DELAY},
-            "gymnax": {"gaussian.hidden": (64, 64), "gaussian.norm": "none", **_CPU_DELAY}},
+    "sac": {"paper": {"gaussian.hidden": (256, 256), "gaussian.norm": "none", **_SAC_PAPER},
+            "dmc-cpu": {"gaussian.hidden": (128, 128), "gaussian.norm": "none", **_SAC},
+            "gymnax": {"gaussian.hidden": (64, 64), "gaussian.norm": "none", **_SAC}},
     "dime-off": {"paper": {"diffusion.num_steps": 16, "diffusion.hidden": (256, 256, 256)},
                  "dmc-cpu": {"diffusion.num_steps": 8, "diffusion.hidden": (128, 128), **_CPU_DELAY},
                  "gymnax": {"diffusion.num_steps": 8, "diffusion.hidden": (64, 64), **_CPU_DELAY}},

@@ -73,9 +73,15 @@ class _QNet(nn.Module):
     train: bool
     momentum: float
     warmup: int
+    norm: str = "batch_renorm"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
+        if self.norm == "none":  # SAC's critic: Dense -> relu, a plain MLP
+            for width in self.hidden:
+                x = nn.relu(nn.Dense(width)(x))
+            return nn.Dense(self.out)(x)
+
         def norm(h, use_bias=True):
             return BatchRenorm(use_running_average=not self.train, momentum=self.momentum, warmup=self.warmup,
                                use_bias=use_bias)(h)
@@ -90,7 +96,8 @@ class _QNet(nn.Module):
 
 
 class CrossQCritic(nn.Module):
-    """``num_critics`` independent Q networks on concat(obs, action).
+    """``num_critics`` independent Q networks on concat(obs, action); ``norm="none"`` makes each a plain
+    ReLU MLP (SAC's critic: no batch statistics, ``batch_stats`` empty).
 
     ``apply(variables, obs (..., o), action (..., d), train)`` -> (E, ..., out): E members,
     out = 1 for a scalar critic (squeezed: (E, ...)) or ``num_bins`` logits. In training mode
@@ -103,13 +110,15 @@ class CrossQCritic(nn.Module):
     num_bins: int = 0
     momentum: float = 0.99
     warmup: int = 100_000
+    norm: str = "batch_renorm"
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array, train: bool = False) -> jax.Array:
         out = max(self.num_bins, 1)
         ensemble = nn.vmap(_QNet, variable_axes={"params": 0, "batch_stats": 0}, split_rngs={"params": True},
                            in_axes=None, out_axes=0, axis_size=self.num_critics)
-        y = ensemble(tuple(self.hidden), out, train, self.momentum, self.warmup)(jnp.concatenate([obs, action], -1))
+        y = ensemble(tuple(self.hidden), out, train, self.momentum, self.warmup, self.norm)(
+            jnp.concatenate([obs, action], -1))
         return y if self.num_bins else y[..., 0]
 
 
@@ -120,7 +129,7 @@ def joint_forward(critic: CrossQCritic, variables, obs, action, next_obs, next_a
     n = obs.shape[0]
     out, updates = critic.apply(variables, jnp.concatenate([obs, next_obs]), jnp.concatenate([action, next_action]),
                                 True, mutable=["batch_stats"])
-    return out[:, :n], out[:, n:], updates["batch_stats"]
+    return out[:, :n], out[:, n:], updates.get("batch_stats", {})
 
 
 def atoms(vmin: float, vmax: float, num_bins: int) -> jax.Array:
