@@ -1,6 +1,6 @@
 """The off-policy presets on the AMDP paper's off-policy tasks run from a fresh clone (smoke budget).
 
-Paper scale (``*-dmc``: DIME's recipe, 2048-wide critics, 24 envs) on dm_control's Dog and Humanoid
+Paper scale (``*-dmc``: DIME's recipe, 2048-wide critics, 24 envs; SAC's own 256-wide target critics) on dm_control's Dog and Humanoid
 through the host adapter, and on Playground's JAX-native humanoid: each run builds the preset's
 real networks and buffer layout, fills the buffer, takes its gradient steps and evaluates. Only
 the budget (one iteration: 24 env steps, then the preset's 48 critic steps and its actor steps), the batch
@@ -34,7 +34,8 @@ def smoke(algo, env, out):
 
 def check(algo, env, tmp_path):
     config = smoke(algo, env, tmp_path / "run")
-    assert config.offpolicy.critic_hidden == (2048, 2048) and config.num_envs == 24 and not config.normalize_obs
+    width = (256, 256) if algo == "sac" else (2048, 2048)  # SAC's own critics; DIME's for the others
+    assert config.offpolicy.critic_hidden == width and config.num_envs == 24 and not config.normalize_obs
     summary = Trainer(config).run()
     assert summary["env_steps"] == 24 and "policy_dir" in summary
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
