@@ -112,9 +112,12 @@ def cmd_actions(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.states < 1 or args.samples < 1 or args.warmup_steps < 0:
         p.error("--states and --samples must be >= 1 and --warmup-steps >= 0")
-    from diffrl.commands import load_trained
+    from diffrl.commands import open_run
 
-    trainer, state, meta = load_trained(args.run_dir, args.checkpoint)
+    loaded = open_run("diffrl actions", args.run_dir, args.checkpoint)
+    if loaded is None:
+        return 2
+    trainer, state, meta = loaded
     samplers = ([name for group in args.sampler for name in group] if args.sampler
                 else [s for s in trainer.algo.samplers if s in trainer.algo.policy.samplers])
     unknown = [s for s in samplers if s not in trainer.algo.samplers]

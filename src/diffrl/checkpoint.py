@@ -27,7 +27,8 @@ Decisions:
   target's implementation; legacy ``uint32`` keys are plain arrays. Every leaf round-trips
   bit-exactly.
 * Retention: the newest ``keep`` checkpoints plus the best by evaluation return, whose
-  step is recorded in ``checkpoints/best.json``.
+  step is recorded in ``checkpoints/best.json``. Pruning considers only the checkpoints whose
+  metadata carries the saving run's ``run_id``: it never deletes another run's.
 """
 from __future__ import annotations
 
@@ -203,7 +204,7 @@ def save_checkpoint(
         raise
 
     _update_best(root, step, best_metric)
-    _prune(Path(run_dir), keep)
+    _prune(Path(run_dir), keep, meta.get("run_id"))
     return final
 
 
@@ -224,11 +225,23 @@ def _update_best(root: Path, step: int, metric: float | None) -> None:
     atomic_write_json(root / BEST_FILE, {"step": step, "path": str(step), "eval_return": float(metric)})
 
 
-def _prune(run_dir: Path, keep: int) -> None:
+def _run_id(path: Path) -> str | None:
+    try:
+        return read_metadata(path).get("run_id")
+    except CheckpointError:  # unreadable metadata: whose it is cannot be told, so it is not ours
+        return "unknown"
+
+
+def _prune(run_dir: Path, keep: int, run_id: str | None = None) -> None:
+    """Delete all but the newest ``keep`` checkpoints (and the best) of run ``run_id``.
+
+    Only the run's own checkpoints are ever considered: a checkpoint of another run (metadata
+    with another ``run_id``) in the same directory is neither counted nor deleted, so a higher
+    step number of a foreign run can never push this run's newest checkpoints out."""
     root = run_dir / CHECKPOINTS_DIR
     best = _read_best(root)
     best_step = int(best["step"]) if best is not None else None
-    steps = _step_dirs(run_dir)
+    steps = [(s, p) for s, p in _step_dirs(run_dir) if _run_id(p) == run_id]
     for s, p in steps[:-keep]:
         if s != best_step:
             shutil.rmtree(p, ignore_errors=True)
@@ -309,6 +322,17 @@ def _check_structure(stored: list[dict], target_records: list[dict]) -> None:
         raise CheckpointError(
             "checkpoint does not match the target train state (different config, e.g. "
             "num_envs, num_seeds or network sizes?):\n  " + "\n  ".join(problems[:5]) + more)
+
+
+def check_target(meta: dict, abstract_target: Any) -> None:
+    """Raise :class:`CheckpointError` when a target's shapes and dtypes (typed keys given as
+    their key data, e.g. from ``jax.eval_shape``) do not match the leaves in a checkpoint's
+    metadata: a resume that cannot restore is refused before anything is compiled."""
+    leaves, _ = jax.tree_util.tree_flatten_with_path(abstract_target)
+    target = [{"path": jax.tree_util.keystr(p), "shape": list(x.shape), "dtype": str(x.dtype), "key_impl": None}
+              for p, x in leaves]
+    stored = [{**r, "key_impl": None} for r in meta.get("leaves", [])]  # shapes are of the key data
+    _check_structure(stored, target)
 
 
 def restore_checkpoint(

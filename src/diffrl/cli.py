@@ -36,6 +36,81 @@ def _preparse(argv: list[str]) -> tuple[str, str, str | None]:
     return known.algo, known.env, preset
 
 
+def _typed_fields(argv: list[str]) -> dict[str, str]:
+    """{dotted field name: flag as typed} of every ``--section.field`` flag on the command line
+    (``--section.no-field``, tyro's negated boolean, names ``section.field``)."""
+    from diffrl.overrides import normalise_name
+
+    typed = {}
+    for arg in argv:
+        if not arg.startswith("--") or "." not in arg.split("=", 1)[0]:
+            continue
+        flag = arg.split("=", 1)[0]
+        section, _, name = normalise_name(flag[2:]).partition(".")
+        typed[f"{section}.{name[3:] if name.startswith('no_') else name}"] = flag
+    return typed
+
+
+def unread_flag_errors(argv: list[str], algo: str) -> list[str]:
+    """Errors for every typed flag that ``algo`` does not read, whatever its value.
+
+    The configuration can only compare values with defaults, so ``--diffusion.num-steps 8``
+    for PPO (8 being the default) would pass it silently; what was typed is the evidence that
+    the user expects the flag to do something."""
+    from diffrl.algos import ALGORITHM_SECTIONS, CONFIG_SECTIONS, UNUSED_SETTINGS
+
+    reads = ALGORITHM_SECTIONS.get(algo)
+    if reads is None:
+        return []
+    errors = []
+    for dotted, flag in _typed_fields(argv).items():
+        section = dotted.split(".")[0]
+        if section in CONFIG_SECTIONS and section not in reads:
+            errors.append(f"{flag} has no effect with --algo {algo}: {algo} does not read the {section} section "
+                          f"(it reads {', '.join(f'--{s}.*' for s in reads)})")
+        elif dotted in UNUSED_SETTINGS.get(algo, {}):
+            errors.append(f"{flag} has no effect with --algo {algo}: {UNUSED_SETTINGS[algo][dotted]}")
+    return errors
+
+
+def integer_literals(argv: list[str]) -> list[str]:
+    """``argv`` with a whole-number float literal (``1e5``, ``2.5e6``, ``100000.0``) given to an
+    integer field rewritten as an integer: budgets are naturally written in scientific notation,
+    and tyro's int parser refuses it. Values that are not whole numbers are left for the parser
+    to refuse."""
+    from diffrl.config import ConfigError, TrainConfig
+    from diffrl.overrides import field_type
+
+    out, template = list(argv), TrainConfig()
+    for i, arg in enumerate(out):
+        if not arg.startswith("--"):
+            continue
+        flag, eq, value = arg.partition("=")
+        if not eq:
+            if i + 1 >= len(out):
+                continue
+            value = out[i + 1]
+        try:
+            kind = str(field_type(template, flag[2:]))
+            number = float(value)
+        except (ConfigError, ValueError):
+            continue
+        if "int" not in kind or "float" in kind or not number.is_integer() or value.lstrip("-").isdigit():
+            continue
+        if eq:
+            out[i] = f"{flag}={int(number)}"
+        else:
+            out[i + 1] = str(int(number))
+    return out
+
+
+def _unknown_algo(algo: str) -> str | None:
+    """The one-line answer to an unknown --algo (a typo is named before any other check)."""
+    from diffrl.algos import ALGORITHMS, close_matches
+
+    return None if algo in ALGORITHMS else f"unknown --algo {algo!r}; {close_matches(algo)}"
+
+
 def cmd_train(argv: list[str]) -> int:
     import tyro
 
@@ -49,9 +124,20 @@ def cmd_train(argv: list[str]) -> int:
         if name in RENAMED_FIELDS:
             print(f"diffrl train: {arg.split('=', 1)[0]} {RENAMED_FIELDS[name]}", file=sys.stderr)
             return 2
+    argv = integer_literals(argv)
+    move_aside = "--move-aside" in argv
+    argv = [a for a in argv if a != "--move-aside"]
     if "--resume" in argv or any(a.startswith("--resume=") for a in argv):
+        if move_aside:
+            print("diffrl train: --move-aside starts a new run; it cannot go with --resume", file=sys.stderr)
+            return 2
         return _train_resume(argv)
     algo, env, preset = _preparse(argv)
+    problem = None if "-h" in argv or "--help" in argv else _unknown_algo(algo)
+    problem = problem or next(iter(unread_flag_errors(argv, algo)), None)
+    if problem:
+        print(f"diffrl train: {problem}", file=sys.stderr)
+        return 2
     try:
         defaults = resolve(algo, env, preset)
     except ConfigError as e:
@@ -62,14 +148,17 @@ def cmd_train(argv: list[str]) -> int:
             return 2
     try:
         config = tyro.cli(TrainConfig, default=defaults, args=argv, prog="diffrl train",
-                          description="Train an agent. Flags override the preset chosen by --algo/--env/--preset.")
+                          description="Train an agent. Flags override the preset chosen by --algo/--env/--preset. "
+                          "An --out that already holds a run is refused; --move-aside renames that run to "
+                          "OUT.old-N first (it is never deleted). Exit status: 0 done, 2 refused, 3 NaN/inf, "
+                          "130 SIGINT, 143 SIGTERM.")
         if config.preset != defaults.preset:  # --preset on the command line wins over the default
             config = resolve(config.algo, config.env, config.preset)
             config = tyro.cli(TrainConfig, default=config, args=argv, prog="diffrl train")
     except ValueError as e:  # a nested config refused its values while being built
         print(f"diffrl train: invalid configuration: {e}", file=sys.stderr)
         return 2
-    return _run_training(config)
+    return _run_training(config, move_aside=move_aside)
 
 
 def _train_resume(argv: list[str]) -> int:
@@ -90,32 +179,102 @@ def _train_resume(argv: list[str]) -> int:
         print(f"diffrl train: --resume {known.resume}: {e}", file=sys.stderr)
         return 2
     config = tyro.cli(TrainConfig, default=defaults, args=rest, prog="diffrl train --resume RUN_DIR")
-    for frozen in ("algo", "env", "num_envs", "num_steps", "num_seeds", "seed"):
-        if getattr(config, frozen) != getattr(defaults, frozen):
-            print(f"diffrl train: --{frozen.replace('_', '-')} cannot change on resume", file=sys.stderr)
+    problem = _resume_problem(known.resume, config, defaults, rest)
+    if problem:
+        print(f"diffrl train: {problem}", file=sys.stderr)
+        return 2
+    from diffrl.core.trainer import resume_progress
+
+    progress = resume_progress(config)
+    if progress is not None and progress[0] >= progress[1]:
+        done, wanted = progress
+        if done > wanted:
+            print(f"diffrl train: --resume {known.resume}: the run has trained {done:,} env steps, more than the "
+                  f"{wanted:,} asked for; a run cannot be shortened", file=sys.stderr)
             return 2
+        print(f"diffrl train: {known.resume} is complete ({done:,} of {wanted:,} env steps); nothing to do, "
+              f"nothing changed. Extend it with --total-env-steps larger than {done:,}", file=sys.stderr)
+        return 0
     return _run_training(config)
 
 
-def _run_training(config) -> int:
+RESUME_FROZEN = ("algo", "env", "num_envs", "num_steps", "num_seeds", "seed", "chunk_iterations", "num_evals")
+"""Settings a resume cannot change: they decide the train state's arrays, its random streams
+or the chunk the checkpoint was written after, so the continued run could not be the same run."""
+
+
+def _resume_problem(run_dir: str, config, stored, rest: list[str]) -> str | None:
+    """Why ``diffrl train --resume RUN_DIR [flags]`` cannot continue the run, or None."""
+    from pathlib import Path
+
+    if config.out is not None and Path(config.out).resolve() != Path(run_dir).resolve():
+        return (f"--out {config.out} with --resume {run_dir}: a resumed run is written in its own directory; "
+                f"drop --out (or copy the run directory first and resume the copy)")
+    for frozen in RESUME_FROZEN:
+        if getattr(config, frozen) != getattr(stored, frozen):
+            return f"--{frozen.replace('_', '-')} cannot change on resume (the run has {getattr(stored, frozen)!r})"
+    return next(iter(unread_flag_errors(rest, config.algo)), None)
+
+
+def _budget_notes(config) -> list[str]:
+    """One line for each part of the budget that is rounded: the env steps trained are whole
+    chunks of whole iterations, the evaluations one per chunk."""
+    notes = []
+    iteration = config.batch_size
+    trained = config.trained_env_steps
+    if trained != config.total_env_steps:
+        notes.append(f"--total-env-steps {config.total_env_steps:,} is rounded down to {trained:,}: "
+                     f"{config.num_chunks} chunk(s) of {config.iterations_per_chunk} iteration(s) of {iteration:,} "
+                     f"env steps (num_envs x num_steps)")
+    if config.num_chunks != config.num_evals and not config.resume:
+        notes.append(f"--num-evals {config.num_evals} cannot be honoured with {config.num_iterations} iteration(s): "
+                     f"evaluating {config.num_chunks} time(s), every {config.iterations_per_chunk} iteration(s)")
+    return notes
+
+
+def _run_training(config, move_aside: bool = False) -> int:
     from diffrl.config import ConfigError
+    from diffrl.core.run_dir import RunDirInUse, refuse_existing_run
     from diffrl.core.run_lock import RunDirLocked
+    from diffrl.core.signals import exit_status
     from diffrl.core.trainer import NonFiniteError, Trainer
 
     try:
+        if config.out and not config.resume:  # before anything is built or compiled
+            if move_aside:
+                _move_aside(config.out)
+            refuse_existing_run(config.out)
         trainer = Trainer(config)
-    except (ConfigError, TypeError) as e:
+    except (ConfigError, TypeError, RunDirInUse, OSError) as e:
         print(f"diffrl train: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("diffrl train: interrupted before training started; nothing was written", file=sys.stderr)
+        return exit_status(2)
+    for note in _budget_notes(config):
+        print(f"diffrl train: note: {note}", file=sys.stderr)
     try:
-        trainer.run()
+        summary = trainer.run()
     except NonFiniteError as e:
         print(f"diffrl train: {e}", file=sys.stderr)
         return 3
     except (FileNotFoundError, ValueError, RunDirLocked) as e:
         print(f"diffrl train: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the signal handlers were installed (taking the lock)
+        print("diffrl train: interrupted before training started", file=sys.stderr)
+        return exit_status(2)
+    if summary.get("interrupted") and trainer.stop_signal is not None:
+        return exit_status(trainer.stop_signal)
     return 0
+
+
+def _move_aside(out: str) -> None:
+    """--move-aside: rename a run at ``out`` out of the way (never delete it)."""
+    from diffrl.core.run_dir import move_aside, run_in_dir
+
+    if run_in_dir(out):
+        print(f"diffrl train: moved the run in {out} to {move_aside(out)}", file=sys.stderr)
 
 
 def cmd_envs(argv: list[str]) -> int:
@@ -229,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
+    from diffrl.core.run_dir import set_command
+
+    set_command(["diffrl", *argv])  # what run records store as the command
     if command not in COMMANDS:
         import difflib
 

@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import jax
@@ -28,17 +29,87 @@ def _sampler_list(text: str) -> list[str]:
         raise argparse.ArgumentTypeError("expected a sampler name")
     return names
 
-def load_trained(run_dir: str | Path, checkpoint: str = "latest", **overrides):
-    """(trainer, restored train state) of a run directory; every leaf has a seeds axis."""
-    from diffrl.checkpoint import best_checkpoint, latest_valid_checkpoint, read_metadata, restore_checkpoint
+
+class RunDirError(FileNotFoundError):
+    """A mistake about a run directory (none there, an exported policy, no usable checkpoint):
+    the commands answer it in one line with exit code 2."""
+
+
+def run_dir_problem(run_dir: str | Path) -> str | None:
+    """Why ``run_dir`` is not a run directory, in one line (None: it is one)."""
+    path = Path(run_dir)
+    if not path.exists():
+        return f"{run_dir}: no such directory"
+    if not path.is_dir():
+        return f"{run_dir} is a file, not a run directory"
+    if (path / "config.json").is_file():
+        return None
+    if (path / "policy.json").is_file():
+        return (f"{run_dir} is an exported policy, not a run directory: load it with "
+                f"diffrl.load_policy({str(run_dir)!r}), or give the run directory it was exported from")
+    return f"{run_dir} is not a diffrl run directory (no config.json)"
+
+
+def choose_checkpoint(run_dir: str | Path, checkpoint: str, note=None) -> Path:
+    """The ``latest`` or ``best`` checkpoint of ``run_dir`` that verifies.
+
+    Skipped corrupt checkpoints are passed to ``note`` (one line each); when none is usable,
+    :class:`RunDirError` says why, and names ``--checkpoint latest`` when only the best one is
+    unusable."""
+    from diffrl.checkpoint import CorruptCheckpointWarning, _step_dirs, best_checkpoint, latest_valid_checkpoint
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CorruptCheckpointWarning)
+        path = best_checkpoint(run_dir) if checkpoint == "best" else latest_valid_checkpoint(run_dir)
+    skipped = [str(w.message) for w in caught if issubclass(w.category, CorruptCheckpointWarning)]
+    for w in caught:
+        if not issubclass(w.category, CorruptCheckpointWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if path is not None:
+        for line in skipped:
+            (note or warnings.warn)(line)
+        return path
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CorruptCheckpointWarning)
+        latest = latest_valid_checkpoint(run_dir) if checkpoint == "best" else None
+    if latest is not None:
+        why = skipped[0] if skipped else "the run has no best checkpoint (no finite evaluation return was recorded)"
+        raise RunDirError(f"{why}; valid latest checkpoints exist: use --checkpoint latest")
+    count = len(_step_dirs(Path(run_dir)))
+    if count == 0:
+        raise RunDirError(f"{run_dir} has no checkpoint (the run stopped before writing its first one)")
+    raise RunDirError(f"{run_dir} has no valid checkpoint: all {count} failed verification ({skipped[-1]})")
+
+
+def load_trained(run_dir: str | Path, checkpoint: str = "latest", note=None, **overrides):
+    """(trainer, restored train state) of a run directory; every leaf has a seeds axis.
+
+    Raises :class:`RunDirError` with a one-line reason for a directory that is not a run or has
+    no usable checkpoint; skipped corrupt checkpoints go to ``note`` (default: a warning)."""
+    from diffrl.checkpoint import CheckpointError
     from diffrl.core.run_dir import load_run_config
+    from diffrl.export import ExportError
+
+    problem = run_dir_problem(run_dir)
+    if problem:
+        raise RunDirError(problem)
+    try:
+        config = load_run_config(run_dir)
+    except (ExportError, ValueError, KeyError) as e:  # a config.json of another version, or not diffrl's
+        raise RunDirError(f"{run_dir}/config.json cannot be read: {str(e).splitlines()[0]}") from None
+    config = dataclasses.replace(config, progress=False, **overrides)
+    path = choose_checkpoint(run_dir, checkpoint, note)
+    try:
+        return _restore_trained(config, path)
+    except CheckpointError as e:
+        raise RunDirError(str(e).splitlines()[0]) from None
+
+
+def _restore_trained(config, path: Path):
+    """(trainer, state, metadata) of the checkpoint ``path`` of a run trained with ``config``."""
+    from diffrl.checkpoint import read_metadata, restore_checkpoint
     from diffrl.core.trainer import Trainer, seed_keys
 
-    config = load_run_config(run_dir)
-    config = dataclasses.replace(config, progress=False, **overrides)
-    path = best_checkpoint(run_dir) if checkpoint == "best" else latest_valid_checkpoint(run_dir)
-    if path is None:
-        raise FileNotFoundError(f"{run_dir}: no valid {checkpoint} checkpoint")
     meta = read_metadata(path)
     config = dataclasses.replace(config, chunk_iterations=meta.get("chunk_iterations"))
     trainer = Trainer(config)
@@ -51,6 +122,17 @@ def load_trained(run_dir: str | Path, checkpoint: str = "latest", **overrides):
     return trainer, state, meta
 
 
+def open_run(prog: str, run_dir: str, checkpoint: str = "latest", **overrides):
+    """:func:`load_trained` for a command: skipped checkpoints are noted on stderr in one line
+    each; a :class:`RunDirError` is printed as ``prog: reason`` and returned as None."""
+    try:
+        return load_trained(run_dir, checkpoint,
+                            note=lambda line: print(f"{prog}: note: {line}", file=sys.stderr), **overrides)
+    except RunDirError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None
+
+
 def cmd_eval(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="diffrl eval", description="Evaluate a trained run.")
     p.add_argument("run_dir")
@@ -59,13 +141,28 @@ def cmd_eval(argv: list[str]) -> int:
     p.add_argument("--episodes", type=int, default=64, help="parallel episodes per seed")
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest")
     p.add_argument("--seed", type=int, default=0, help="evaluation key")
-    p.add_argument("--video", default=None, help="write a GIF/MP4 of seed 0 with the first sampler")
+    p.add_argument("--video", default=None, help="write a .gif (or .mp4, with ffmpeg) of seed 0 with the first "
+                   "sampler; Playground, Brax, dm_control, gymnasium and ManiSkill tasks")
     p.add_argument("--video-steps", type=int, default=500)
     p.add_argument("--json", default=None, help="also write the results as JSON")
     args = p.parse_args(argv)
     if args.episodes < 1:
         p.error("--episodes must be >= 1")
-    trainer, state, meta = load_trained(args.run_dir, args.checkpoint, eval_envs=args.episodes)
+    if args.video:  # before anything is evaluated
+        problem = run_dir_problem(args.run_dir)
+        if problem is None:
+            from diffrl.core.run_dir import read_run_record
+            from diffrl.video import video_problem
+
+            problem = video_problem(((read_run_record(args.run_dir) or {}).get("config") or {}).get("env", ""),
+                                    args.video)
+        if problem:
+            print(f"diffrl eval: {problem}", file=sys.stderr)
+            return 2
+    loaded = open_run("diffrl eval", args.run_dir, args.checkpoint, eval_envs=args.episodes)
+    if loaded is None:
+        return 2
+    trainer, state, meta = loaded
     samplers = [name for group in args.sampler for name in group] if args.sampler else list(trainer.algo.samplers)
     unknown = [s for s in samplers if s not in trainer.algo.samplers]
     if unknown:
@@ -83,6 +180,13 @@ def cmd_eval(argv: list[str]) -> int:
     results = {"run_dir": str(args.run_dir), "checkpoint_env_steps": meta.get("env_steps"), "samplers": {}}
     print(f"{'sampler':12s} {'return':>10s} {'std':>9s} {'length':>8s}   ({args.episodes} episodes x "
           f"{trainer.config.num_seeds} seed(s), checkpoint at {meta.get('env_steps'):,} env steps)")
+    from diffrl.core.run_dir import describe_segments, read_run_record
+
+    record = read_run_record(args.run_dir)
+    segments = describe_segments(record)
+    if len(segments) > 1:  # settings changed on a resume: say which applied when
+        print(f"trained in {len(segments)} segments:\n  " + "\n  ".join(segments))
+    results["segments"] = (record or {}).get("segments", [])
     for sampler in samplers:
         out = jax.device_get(evaluate(state.algo, state.obs_stats, state.critic_obs_stats, keys, sampler))
         row = {k: float(np.mean(v)) for k, v in out.items()}
@@ -137,7 +241,10 @@ def cmd_export(argv: list[str]) -> int:
     args = p.parse_args(argv)
     from diffrl.export import export_from_train_state
 
-    trainer, state, meta = load_trained(args.run_dir, args.checkpoint)
+    loaded = open_run("diffrl export", args.run_dir, args.checkpoint)
+    if loaded is None:
+        return 2
+    trainer, state, meta = loaded
     policy = trainer.algo.policy
     if args.sampler is not None and args.sampler not in policy.samplers and args.sampler != "best-of-k":
         from diffrl.policies.base import renamed_sampler_note
@@ -185,6 +292,12 @@ def cmd_plot(argv: list[str]) -> int:
     p.add_argument("--x", choices=("env_steps", "walltime"), default="env_steps")
     p.add_argument("--y", default="eval/episode_return")
     args = p.parse_args(argv)
+    for run_dir in args.run_dirs:
+        problem = run_dir_problem(run_dir) or (None if (Path(run_dir) / "metrics.jsonl").is_file()
+                                               else f"{run_dir} has no metrics.jsonl (nothing logged yet)")
+        if problem:
+            print(f"diffrl plot: {problem}", file=sys.stderr)
+            return 2
     from diffrl.plotting import plot_runs
 
     print(f"wrote {plot_runs(args.run_dirs, args.out, x=args.x, y=args.y)}")

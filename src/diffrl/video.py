@@ -280,6 +280,32 @@ def write_video(frames: Sequence[np.ndarray], path: str | Path, fps: int = 30) -
     return path
 
 
+VIDEO_FORMATS = (".gif", ".mp4")
+VIDEO_SUITES = RENDERABLE_SUITES + ("dmc/", "gym/", "maniskill/")
+"""Tasks with a scene to draw: MuJoCo models (Playground, Brax, dm_control, gymnasium) and ManiSkill's SAPIEN."""
+
+
+def video_problem(env_name: str, path: str | Path) -> str | None:
+    """Why a video of ``env_name`` cannot be written to ``path``, in one line (None: it can).
+
+    Checked before evaluating, so that a wrong file name or a task without a renderer is not
+    found out only after minutes of evaluation."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in VIDEO_FORMATS:
+        return (f"--video {path}: unsupported format {suffix or '(no suffix)'!r}; use .gif (needs nothing "
+                "extra) or .mp4 (needs ffmpeg)")
+    if not env_name.startswith(VIDEO_SUITES):
+        return (f"--video: {env_name} has no renderer; videos need a MuJoCo or SAPIEN scene "
+                f"({', '.join(s + '*' for s in VIDEO_SUITES)} tasks)")
+    if suffix == ".mp4":
+        import mediapy
+
+        if not _find_ffmpeg(mediapy):
+            return (f"--video {path}: MP4 needs ffmpeg (apt-get install ffmpeg, or pip install imageio-ffmpeg); "
+                    "write a .gif instead, which needs nothing extra")
+    return None
+
+
 def _find_ffmpeg(mediapy) -> bool:
     import shutil
 

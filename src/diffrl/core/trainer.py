@@ -12,7 +12,6 @@ program); only process 0 writes the run directory.
 from __future__ import annotations
 
 import json
-import signal
 import time
 import warnings
 from pathlib import Path
@@ -29,7 +28,8 @@ from diffrl.core.build import build
 from diffrl.core.evaluate import make_evaluate
 from diffrl.core.loggers import JsonlLogger, MultiLogger, TensorBoardLogger, WandbLogger
 from diffrl.core.loop import TrainState, make_components
-from diffrl.core.run_dir import atomic_write_json, default_run_dir, write_run_record
+from diffrl.core.run_dir import (atomic_write_json, default_run_dir, refuse_existing_run, segments_summary,
+                                  write_run_record)
 from diffrl.core.run_lock import RunDirLock
 from diffrl.core.sharding import initialize_distributed, local_mesh, make_mesh, matmul_precision, state_shardings, to_host, wait_for_all_processes
 
@@ -75,6 +75,34 @@ def first_nonfinite(metrics: dict, iteration0: int) -> str | None:
             f"stopping so that nothing is trained on NaN/inf")
 
 
+def resume_progress(config: TrainConfig) -> tuple[int, int] | None:
+    """(env steps the latest valid checkpoint of ``config.resume`` holds, env steps ``config``
+    trains), per seed; None when the run directory has no valid checkpoint."""
+    from diffrl.checkpoint import latest_valid_checkpoint, read_metadata
+
+    path = latest_valid_checkpoint(config.resume)
+    if path is None:
+        return None
+    meta = read_metadata(path)
+    done = int(meta.get("chunk", 0)) * int(meta.get("chunk_iterations") or config.iterations_per_chunk) \
+        * config.batch_size
+    return done, config.trained_env_steps
+
+
+def completed_summary(config: TrainConfig) -> dict | None:
+    """The stored summary of a resumed run that has already trained every step ``config`` asks
+    for (a scheduler's requeue of a finished run), else None: such a resume compiles nothing and
+    rewrites nothing."""
+    progress = resume_progress(config)
+    if progress is None or progress[0] < progress[1]:
+        return None
+    try:
+        summary = json.loads((Path(config.resume) / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = {}
+    return {**summary, "complete": True, "env_steps": progress[0]}
+
+
 class Trainer:
     """``Trainer(config).run()`` trains and writes the run directory; returns the summary."""
 
@@ -107,6 +135,9 @@ class Trainer:
         # per-seed, per-iteration training metrics of every chunk (the logged rows average them).
         self.metrics_fn = metrics_fn
         self._stop_requested = False
+        self.stop_signal: int | None = None  # the signal that interrupted the run, if one did
+        self.run_id: str | None = None
+        self._signals = None
 
     def request_stop(self) -> None:
         """Finish the chunk in flight, write a checkpoint, then return (SIGINT/SIGTERM do this)."""
@@ -165,6 +196,12 @@ class Trainer:
         a second trainer on the same directory is refused before anything is read or compiled."""
         if not self.is_main:
             return self._run_in_dir()
+        if not self.config.resume:  # never start over inside a run that has trained
+            refuse_existing_run(self.run_dir)
+        else:
+            complete = completed_summary(self.config)
+            if complete is not None:  # a requeued finished run: nothing to do, nothing touched
+                return complete
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with RunDirLock(self.run_dir):
             return self._run_in_dir()
@@ -174,6 +211,8 @@ class Trainer:
         self._resume = None
         if cfg.resume:  # before any logger opens metrics.jsonl: rows after the checkpoint go
             self._resume = self._resume_point()
+            with jax.set_mesh(self.mesh):  # refused before compiling, and before any file changes
+                self._check_resumable(seed_keys(cfg.seed, cfg.num_seeds))
             if self.is_main:
                 self._truncate_metrics(int(self._resume[1]["chunk"]) * cfg.iterations_per_chunk * cfg.batch_size)
         if not self.is_main:  # other processes compute; process 0 writes
@@ -181,13 +220,13 @@ class Trainer:
                 summary = self._run(MultiLogger([]), _Silent())
             wait_for_all_processes("diffrl-run-finished")  # until process 0 has written everything
             return summary
-        record = write_run_record(self.run_dir, cfg, {"algorithm": cfg.algo, "samplers": list(self.samplers)})
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            for sig in previous:
-                signal.signal(sig, lambda *_: self.request_stop())
-        except ValueError:  # not the main thread: signals stay with the caller
-            previous = {}
+        began_at = int(self._resume[1]["chunk"]) * cfg.iterations_per_chunk * cfg.batch_size if self._resume else 0
+        record = write_run_record(self.run_dir, cfg, {"algorithm": cfg.algo, "samplers": list(self.samplers)},
+                                  began_at=began_at)
+        self.run_id, self._segments = record.get("run_id"), segments_summary(record)
+        from diffrl.core.signals import StopOnSignal
+
+        signals = self._signals = StopOnSignal(self.request_stop, self.run_dir, resumed=self._resume is not None)
         loggers = [JsonlLogger(self.run_dir)]
         if cfg.tensorboard:
             loggers.append(TensorBoardLogger(self.run_dir))
@@ -198,17 +237,16 @@ class Trainer:
 
         progress = Progress(cfg, enabled=cfg.progress)
         try:
-            with jax.set_mesh(self.mesh), matmul_precision(cfg.matmul_precision):
+            with signals, jax.set_mesh(self.mesh), matmul_precision(cfg.matmul_precision):
                 summary = self._run(logger, progress)
             wait_for_all_processes("diffrl-run-finished")
             return summary
         finally:
+            self.stop_signal = signals.signum
             if self.host:  # stop the simulator workers
                 self.components.close()
             progress.close()
             logger.close()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
     def _checkpoint(self, state, chunk: int, row: dict, clock: dict) -> None:
         from diffrl.checkpoint import save_checkpoint
@@ -221,7 +259,7 @@ class Trainer:
         save_checkpoint(self.run_dir, chunk * cfg.iterations_per_chunk * cfg.batch_size, state, {
             "algo": cfg.algo, "env": cfg.env, "config": cfg, "env_steps": row.get("env_steps"),
             "iteration": chunk * cfg.iterations_per_chunk, "chunk": chunk, "chunk_iterations":
-            cfg.iterations_per_chunk, "clock": clock}, keep=cfg.keep_checkpoints,
+            cfg.iterations_per_chunk, "clock": clock, "run_id": self.run_id}, keep=cfg.keep_checkpoints,
             best_metric=row.get("eval/episode_return"))
 
     def _resume_point(self) -> tuple[Path, dict]:
@@ -243,6 +281,37 @@ class Trainer:
         template = to_host(state) if jax.process_count() > 1 else state
         state = restore_checkpoint(path, template, expected_algo=self.config.algo, expected_env=self.config.env)
         return jax.device_put(state, self.shardings), int(meta["chunk"]), dict(meta.get("clock") or {})
+
+    def _writing(self):
+        """Held while a file of the run directory is written: a second signal waits for it
+        (``core.signals``), so stopping at once never leaves a half-written file."""
+        import contextlib
+
+        return self._signals.write_lock if self._signals is not None else contextlib.nullcontext()
+
+    def _check_resumable(self, keys) -> None:
+        """Refuse, before anything is compiled, a resume whose settings cannot continue the
+        checkpoint bit for bit: another chunk size, or a train state of other array shapes
+        (network sizes, batch or buffer sizes changed on the command line)."""
+        from diffrl.checkpoint import CheckpointError, check_target
+
+        path, meta = self._resume
+        if meta.get("chunk_iterations") != self.config.iterations_per_chunk:
+            raise ValueError(f"--resume: checkpoint has {meta.get('chunk_iterations')} iterations per chunk, "
+                             f"this configuration {self.config.iterations_per_chunk}")
+        if self.host:  # the state's shapes are only known from the workers: checked on restore
+            return
+
+        def init_as_data(k):
+            state = jax.vmap(self.components.init)(k)
+            return jax.tree.map(lambda x: jax.random.key_data(x)
+                                if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x, state)
+
+        try:
+            check_target(meta, jax.eval_shape(init_as_data, keys))
+        except CheckpointError as e:
+            raise ValueError(f"--resume {self.run_dir}: the settings given cannot continue checkpoint "
+                             f"{path.name}: {e}") from None
 
     def _truncate_metrics(self, env_steps: int) -> None:
         """Drop rows logged after the restored checkpoint (they are recomputed)."""
@@ -300,7 +369,10 @@ class Trainer:
         progress.message("compiled in {:.1f}s (init {:.1f}s, chunk {:.1f}s, eval {:.1f}s)".format(
             sum(compile_times.values()), *compile_times.values()))
         if start == 0:
-            logger.log({"env_steps": 0, "walltime": 0.0, "train/sps": 0.0, **first_eval})
+            with self._writing():
+                logger.log({"env_steps": 0, "walltime": 0.0, "train/sps": 0.0, **first_eval})
+        if self._signals is not None:  # from here a first signal finishes the chunk and checkpoints
+            self._signals.training()
         train_time, wall0 = clock.get("train_time", 0.0), time.perf_counter() - clock.get("walltime", 0.0)
         row: dict = {}
         interrupted = False
@@ -314,7 +386,8 @@ class Trainer:
                 self.metrics_fn(c * cfg.iterations_per_chunk, metrics)
             problem = first_nonfinite(metrics, c * cfg.iterations_per_chunk) if cfg.check_finite else None
             if problem:
-                logger.log({"env_steps": (c + 1) * steps_per_chunk, "error": problem})
+                with self._writing():
+                    logger.log({"env_steps": (c + 1) * steps_per_chunk, "error": problem})
                 raise NonFiniteError(problem)
             row = {
                 "env_steps": (c + 1) * steps_per_chunk,
@@ -325,14 +398,16 @@ class Trainer:
             row.update({k: float(np.mean(v)) for k, v in metrics.items() if not k.startswith("nonfinite/")})
             row.update(self._eval(evaluate, state, jax.random.fold_in(eval_key, c + 1)))
             row["walltime"] = time.perf_counter() - wall0
-            logger.log(row)
+            with self._writing():
+                logger.log(row)
             progress.update(row)
             if self.progress_fn:
                 self.progress_fn(row)
             last = c + 1 == cfg.num_chunks
             due = cfg.checkpoint_every and ((c + 1) % cfg.checkpoint_every == 0)
             if due or last or self._stop_requested:
-                self._checkpoint(state, c + 1, row, {"walltime": row["walltime"], "train_time": train_time})
+                with self._writing():
+                    self._checkpoint(state, c + 1, row, {"walltime": row["walltime"], "train_time": train_time})
             if self._stop_requested and not last:
                 interrupted = True
                 progress.message(f"stopped after chunk {c + 1}: checkpoint written; "
@@ -351,6 +426,7 @@ class Trainer:
             "train_sps": cfg.num_seeds * row.get("env_steps", 0) / max(train_time, 1e-9),
             **compile_times,
             "run_dir": str(self.run_dir),
+            "segments": getattr(self, "_segments", []),
         }
         if jax.process_count() > 1:  # gathering the env state is a collective: every process joins
             state = to_host(state)
@@ -358,7 +434,8 @@ class Trainer:
             return summary
         if not interrupted:
             summary.update(self._finish(state))
-        atomic_write_json(self.run_dir / "summary.json", summary)
+        with self._writing():
+            atomic_write_json(self.run_dir / "summary.json", summary)
         progress.message(f"{'interrupted' if interrupted else 'done'}: eval return "
                          f"{summary['final'].get('eval/episode_return', float('nan')):.2f} after "
                          f"{summary['env_steps']:,} env steps; run directory {self.run_dir}")
