@@ -41,6 +41,35 @@ def make_base_env(config: TrainConfig):
     return env
 
 
+def check_state_structure(env, name: str) -> None:
+    """Refuse an environment whose ``step`` returns an ``info`` dict with other keys than
+    ``reset``'s, naming the keys.
+
+    The wrappers select between a stepped and a reset state with one pytree operation, which
+    needs both to have the same structure; otherwise JAX stops deep inside tracing with a
+    pytree-structure message that names neither the environment nor the keys. Only
+    environments defined outside diffrl are checked (the built-in ones are tested), so the
+    check costs the built-in tasks nothing."""
+    import jax
+    import jax.numpy as jnp
+
+    if type(env).__module__.startswith("diffrl."):
+        return
+    try:
+        state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+        stepped = jax.eval_shape(env.step, state, jax.ShapeDtypeStruct((env.spec.action_size,), jnp.float32))
+        reset_keys, step_keys = set(state.info), set(stepped.info)
+    except Exception:  # the environment's own errors surface where they happen, unchanged
+        return
+    if reset_keys != step_keys:
+        only_step, only_reset = sorted(step_keys - reset_keys), sorted(reset_keys - step_keys)
+        parts = ([f"step adds {', '.join(map(repr, only_step))}"] if only_step else []) + \
+                ([f"step drops {', '.join(map(repr, only_reset))}"] if only_reset else [])
+        raise ConfigError(f"{name}: step returns info keys {sorted(step_keys)} but reset returns "
+                          f"{sorted(reset_keys)} ({'; '.join(parts)}); every info key must be present in "
+                          "both, with the same shape (reset can return a neutral value)")
+
+
 def make_algorithm(config: TrainConfig, spec):
     from diffrl.algos import ALGORITHMS, close_matches
 
@@ -71,6 +100,7 @@ def build(config: TrainConfig):
         algo = make_algorithm(config, env.spec)
         _check_samplers(config, algo)
         return env, algo, env
+    check_state_structure(base, config.env)
     env = wrap(base, episode_length=episode_length)
     eval_env = wrap_for_eval(base, episode_length=episode_length)
     algo = make_algorithm(config, env.spec)
