@@ -56,12 +56,34 @@ def test_envs_lists_playground_tasks():
         assert task in names
 
 
-def test_envs_describes_sizes():
-    proc = subprocess.run([sys.executable, "-m", "diffrl.cli", "envs", "--suite", "gymnax"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("gymnax/Pendulum-v1"))
-    assert line.split()[1:4] == ["3", "3", "1"]
+def test_envs_describes_sizes(tmp_path):
+    """--build builds the simulators and caches their sizes; the default listing reads the cache
+    (and builds nothing, so it answers in about a second)."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+
+    def envs(*args):
+        proc = subprocess.run([sys.executable, "-m", "diffrl.cli", "envs", *args], capture_output=True, text=True,
+                              timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr
+        line = next(l for l in proc.stdout.splitlines() if l.startswith("gymnax/Pendulum-v1"))
+        return line.split()[1:4], proc
+
+    sizes, proc = envs()  # nothing cached yet: names, and a note saying how to get the sizes
+    assert sizes == ["-", "-", "-"] and "diffrl envs --build" in proc.stderr
+    sizes, proc = envs("--suite", "gymnax", "--build")
+    assert sizes == ["3", "3", "1"] and "Warning" not in proc.stderr
+    sizes, proc = envs()
+    assert sizes == ["3", "3", "1"] and "playground/CartpoleBalance" in proc.stdout
+
+
+def test_envs_default_listing_builds_no_simulator(tmp_path, monkeypatch, capsys):
+    from diffrl.envs import registry
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(registry, "describe", lambda *a, **k: pytest.fail("built a simulator"))
+    monkeypatch.setattr(registry, "make", lambda *a, **k: pytest.fail("built a simulator"))
+    assert main(["envs"]) == 0
+    assert "playground/CartpoleBalance" in capsys.readouterr().out
 
 
 def test_help_documents_fields(capsys):

@@ -278,9 +278,12 @@ def _move_aside(out: str) -> None:
 
 
 def cmd_envs(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="diffrl envs", description="List environments with their sizes.")
-    p.add_argument("--names-only", action="store_true", help="print names without loading simulators")
-    p.add_argument("--suite", default=None, help="only this suite (playground, brax, gymnax, toy, dmc, gym)")
+    p = argparse.ArgumentParser(prog="diffrl envs", description="List environments with their sizes (from a cache "
+                                "that --build fills; see diffrl.env_listing).")
+    p.add_argument("--names-only", action="store_true", help="print names only")
+    p.add_argument("--build", action="store_true", help="build every listed simulator to read (and cache) its "
+                   "sizes, with a progress bar: minutes for all of them")
+    p.add_argument("--suite", default=None, help="only this suite (playground, brax, gymnax, toy, dmc, gym, maniskill)")
     args = p.parse_args(argv)
     from diffrl.envs import registry
 
@@ -288,15 +291,9 @@ def cmd_envs(argv: list[str]) -> int:
     if args.names_only:
         print("\n".join(names))
         return 0
-    print(f"{'name':45s} {'obs':>6s} {'critic':>7s} {'act':>5s} {'ep_len':>7s}")
-    for name in names:
-        try:
-            spec = registry.describe(name)
-        except Exception as e:  # a task that cannot load here says why, the rest still list
-            print(f"{name:45s} unavailable: {str(e).splitlines()[0][:80]}")
-            continue
-        print(f"{name:45s} {spec.obs_size:6d} {spec.critic_size:7d} {spec.action_size:5d} {spec.episode_length:7d}")
-    return 0
+    from diffrl.env_listing import list_envs
+
+    return list_envs(names, build=args.build)
 
 
 def cmd_presets(argv: list[str]) -> int:
