@@ -51,6 +51,7 @@ CI_CRITIC = {"offpolicy.critic_hidden": (64, 64)}
 # The numbers above were measured with SAC on DIME's CrossQ critic. Since sac is SAC as published (target
 # critics Polyak-averaged at tau 0.005, the minimum of two, scalar; the actor at every critic step), this
 # test's 4 seeds with CI_CRITIC: -298 -175 -152 -204 (median -190; one core shared with other jobs).
+# dime-off since it learns its step dt from DIME's 0.1 (before: fixed 1/N): -162 -167 -152 -186 (median -165).
 CI_MEASURED = {
     "sac": "-147 -135 -182 -167 -140 -149 -153 -157; fast math: -152 -175 -130 -155 -146 -170 -164 -151; "
            "this test: -158 -164 -149 -182",

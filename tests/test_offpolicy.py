@@ -287,3 +287,25 @@ def test_refused_critic_settings():
         with pytest.raises(ConfigError, match=message):
             build(_config("sac", offpolicy=dataclasses.replace(_config("sac").offpolicy, **change)))
 
+
+def test_dime_off_learns_its_step_size_from_dimes_init():
+    """dime-off learns the chain's base step dt from 0.1 as DIME's code does (one scalar, softplus-
+    parameterised): the actor step's gradient reaches it; the fixed step stays an option."""
+    for preset in ("dime-off-dmc", "dime-off-dmc-cpu", "dime-off-gymnax"):
+        from diffrl.presets import PRESETS
+
+        assert PRESETS[preset]["diffusion.learn_dt"] is True and PRESETS[preset]["diffusion.dt_init"] == 0.1
+    cfg = _config("dime-off")
+    env, algo, _ = build(cfg.replace(diffusion=dataclasses.replace(cfg.diffusion, hidden=(16,), num_steps=4)))
+    state = algo.init(jax.random.key(0), env.spec)
+    assert float(jax.nn.softplus(state.actor_params["dt_raw"])) == pytest.approx(0.1, rel=1e-6)
+    assert state.actor_params["dt_raw"].shape == ()
+    state = state.replace(critic_params=jax.tree_util.tree_map(lambda p: p + 0.05, state.critic_params))
+    obs = jax.random.normal(jax.random.key(3), (8, env.spec.obs_size))
+    mb = {"obs": obs, "critic_obs": obs}
+    grads = jax.grad(lambda p: algo.actor_step_loss(p, state.actor_params, state.critic_params, mb, 0.1,
+                                                    jax.random.key(1))[0])(state.actor_params)
+    assert float(jnp.abs(grads["dt_raw"])) > 0
+    fixed = cfg.replace(diffusion=dataclasses.replace(cfg.diffusion, learn_dt=False, dt_init=None, hidden=(16,)))
+    env, algo, _ = build(fixed)
+    assert "dt_raw" not in algo.init(jax.random.key(0), env.spec).actor_params

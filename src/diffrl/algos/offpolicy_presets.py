@@ -78,6 +78,11 @@ _SAC = {"offpolicy.critic": "scalar", "offpolicy.critic_norm": "none", "offpolic
         "offpolicy.actor_clip": 0.0, "offpolicy.policy_delay": 1, "gaussian.act": "relu"}
 _SAC_PAPER = {**_SAC, "offpolicy.critic_hidden": (256, 256), "offpolicy.utd": 1.0, "offpolicy.alpha_lr": 3e-4}
 
+# dime-off learns its base step dt from 0.1, as DIME does (github.com/ALRhub/DIME configs/base.yaml: dt 0.1,
+# learn_dt true; one scalar, softplus-parameterised, times the cosine schedule); the fixed dt = 1 / N of
+# the on-policy chain stays available with --diffusion.learn-dt false --diffusion.dt-init 0.0625 (N = 16).
+_DIME_DT = {"diffusion.learn_dt": True, "diffusion.dt_init": 0.1}
+
 # Per algorithm: the policy's settings at each scale (paper: DIME's 16-step chain with a 256-wide
 # control net; the Gaussian as SAC's 256 x 256).
 # DECISION: amdp-off steps its actor after EVERY critic step (policy delay 1; DIME and CrossQ delay
@@ -88,9 +93,9 @@ _POLICY = {
     "sac": {"paper": {"gaussian.hidden": (256, 256), "gaussian.norm": "none", **_SAC_PAPER},
             "dmc-cpu": {"gaussian.hidden": (128, 128), "gaussian.norm": "none", **_SAC},
             "gymnax": {"gaussian.hidden": (64, 64), "gaussian.norm": "none", **_SAC}},
-    "dime-off": {"paper": {"diffusion.num_steps": 16, "diffusion.hidden": (256, 256, 256)},
-                 "dmc-cpu": {"diffusion.num_steps": 8, "diffusion.hidden": (128, 128), **_CPU_DELAY},
-                 "gymnax": {"diffusion.num_steps": 8, "diffusion.hidden": (64, 64), **_CPU_DELAY}},
+    "dime-off": {"paper": {"diffusion.num_steps": 16, "diffusion.hidden": (256, 256, 256), **_DIME_DT},
+                 "dmc-cpu": {"diffusion.num_steps": 8, "diffusion.hidden": (128, 128), **_CPU_DELAY, **_DIME_DT},
+                 "gymnax": {"diffusion.num_steps": 8, "diffusion.hidden": (64, 64), **_CPU_DELAY, **_DIME_DT}},
     "amdp-off": {"paper": {"adjoint.num_steps": 16, "adjoint.hidden": (256, 256, 256), "offpolicy.policy_delay": 1},
                  "dmc-cpu": {"adjoint.num_steps": 16, "adjoint.hidden": (128, 128), "offpolicy.policy_delay": 1,
                              **_AMDP_CPU_BOUND},
