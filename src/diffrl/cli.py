@@ -104,6 +104,43 @@ def integer_literals(argv: list[str]) -> list[str]:
     return out
 
 
+_TRUE_WORDS, _FALSE_WORDS = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def flag_values(argv: list[str]) -> list[str]:
+    """``argv`` with values written as people write them turned into what tyro parses:
+    ``--normalize-obs false`` -> ``--no-normalize-obs`` (and ``true`` -> the bare flag) for a
+    boolean field, ``--adjoint.hidden 512,512`` -> ``--adjoint.hidden 512 512`` for a tuple
+    field, and whole-number float literals for integer fields (:func:`integer_literals`)."""
+    from diffrl.config import ConfigError, TrainConfig
+    from diffrl.overrides import field_type
+
+    template, out, i = TrainConfig(), [], 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, value = arg.partition("=")
+        has_next = not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--")
+        value = value if eq else (argv[i + 1] if has_next else None)
+        try:
+            kind = field_type(template, flag[2:]) if arg.startswith("--") and value is not None else None
+        except ConfigError:
+            kind = None
+        step = 1 if eq else 2
+        if kind is bool and value.lower() in _TRUE_WORDS + _FALSE_WORDS:
+            head, _, name = flag[2:].rpartition(".")
+            negated = f"--{head + '.' if head else ''}no-{name}"
+            out.append(flag if value.lower() in _TRUE_WORDS else negated)
+            i += step
+            continue
+        if str(kind).startswith("tuple") and "," in value:
+            out.extend([flag, *[v for v in value.split(",") if v]])
+            i += step
+            continue
+        out.append(arg)
+        i += 1
+    return integer_literals(out)
+
+
 def _unknown_algo(algo: str) -> str | None:
     """The one-line answer to an unknown --algo (a typo is named before any other check)."""
     from diffrl.algos import ALGORITHMS, close_matches
@@ -124,7 +161,7 @@ def cmd_train(argv: list[str]) -> int:
         if name in RENAMED_FIELDS:
             print(f"diffrl train: {arg.split('=', 1)[0]} {RENAMED_FIELDS[name]}", file=sys.stderr)
             return 2
-    argv = integer_literals(argv)
+    argv = flag_values(argv)
     move_aside = "--move-aside" in argv
     argv = [a for a in argv if a != "--move-aside"]
     if "--resume" in argv or any(a.startswith("--resume=") for a in argv):
