@@ -17,10 +17,23 @@ LONG = ["--algo", "ppo", "--env", "gymnax/Pendulum-v1", "--total-env-steps", str
         "--ppo.num-epochs", "1", "--no-tensorboard"]
 
 
+STARTED = []
+
+
+@pytest.fixture(autouse=True)
+def no_run_left_behind():
+    """Kill a child a failed assertion left running."""
+    yield
+    for proc in STARTED:
+        proc.kill()
+    STARTED.clear()
+
+
 def start(out, log, *args):
     """A long training run in a child process, its stderr going to ``log``."""
-    return subprocess.Popen([sys.executable, "-m", "diffrl.cli", "train", *LONG, "--out", str(out), *args],
-                            stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    STARTED.append(subprocess.Popen([sys.executable, "-m", "diffrl.cli", "train", *LONG, "--out", str(out), *args],
+                                    stdout=subprocess.DEVNULL, stderr=open(log, "w")))
+    return STARTED[-1]
 
 
 def wait_for(condition, what, timeout=300):

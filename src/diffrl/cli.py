@@ -187,7 +187,7 @@ def cmd_train(argv: list[str]) -> int:
         config = tyro.cli(TrainConfig, default=defaults, args=argv, prog="diffrl train",
                           description="Train an agent. Flags override the preset chosen by --algo/--env/--preset. "
                           "An --out that already holds a run is refused; --move-aside renames that run to "
-                          "OUT.old-N first (it is never deleted). Exit status: 0 done, 2 refused, 3 NaN/inf, "
+                          "OUT.old-N first (it is never deleted). Exit status: 0 done, 2 refused, 3 NaN/inf, 4 a write failed, "
                           "130 SIGINT, 143 SIGTERM.")
         if config.preset != defaults.preset:  # --preset on the command line wins over the default
             config = resolve(config.algo, config.env, config.preset)
@@ -288,6 +288,10 @@ def _run_training(config, move_aside: bool = False) -> int:
     except KeyboardInterrupt:
         print("diffrl train: interrupted before training started; nothing was written", file=sys.stderr)
         return exit_status(2)
+    problem = _unwritable(trainer.run_dir)
+    if problem:
+        print(f"diffrl train: {problem}", file=sys.stderr)
+        return 2
     for note in _budget_notes(config):
         print(f"diffrl train: note: {note}", file=sys.stderr)
     try:
@@ -301,9 +305,50 @@ def _run_training(config, move_aside: bool = False) -> int:
     except KeyboardInterrupt:  # before the signal handlers were installed (taking the lock)
         print("diffrl train: interrupted before training started", file=sys.stderr)
         return exit_status(2)
+    except OSError as e:  # a full disk, a file system turned read-only, permissions changed mid-run
+        print(f"diffrl train: {write_failure(e, trainer.run_dir)}", file=sys.stderr)
+        return WRITE_FAILED
     if summary.get("interrupted") and trainer.stop_signal is not None:
         return exit_status(trainer.stop_signal)
     return 0
+
+
+WRITE_FAILED = 4
+"""Exit status of a run stopped because a file of its run directory could not be written."""
+
+
+def _unwritable(run_dir) -> str | None:
+    """Why no run can be written in ``run_dir`` (one line), or None: checked before compiling."""
+    import tempfile
+    from pathlib import Path
+
+    try:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".diffrl-write-test-"):
+            pass
+    except OSError as e:
+        return f"cannot write the run directory {run_dir}: {e.strerror or e}"
+    return None
+
+
+def write_failure(error: OSError, run_dir) -> str:
+    """One line for a run stopped by a write that failed: which path, why, what was kept and how
+    to go on."""
+    import errno
+    import warnings
+
+    from diffrl.checkpoint import latest_valid_checkpoint
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kept = latest_valid_checkpoint(run_dir)
+    kept_text = (f"the last complete checkpoint {kept} is kept" if kept is not None
+                 else "no checkpoint had been written")
+    hint = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space", errno.EROFS: "make it writable",
+            errno.EACCES: "make it writable", errno.EPERM: "make it writable"}.get(error.errno, "fix that")
+    resume = f", then continue with `diffrl train --resume {run_dir}`" if kept is not None else ""
+    return (f"cannot write {error.filename or run_dir}: {error.strerror or error}; the run stopped and {kept_text}; "
+            f"{hint}{resume}")
 
 
 def _move_aside(out: str) -> None:

@@ -27,8 +27,30 @@ class JsonlLogger:
         self._f = open(self.path, "a")
 
     def log(self, row: dict) -> None:
-        self._f.write(json.dumps({k: _jsonable(v) for k, v in row.items()}) + "\n")
-        self._f.flush()
+        """Append one row; a row that cannot be written whole (a full disk) is cut off again,
+        so that the file never ends in half a row."""
+        start = self._f.tell()
+        try:
+            self._f.write(json.dumps({k: _jsonable(v) for k, v in row.items()}) + "\n")
+            self._f.flush()
+        except OSError:
+            self._drop_partial_row(start)
+            raise
+
+    def _drop_partial_row(self, start: int) -> None:
+        """Forget the unwritten buffer and truncate the file back to ``start`` (best effort:
+        on a read-only file system nothing was written anyway)."""
+        import os
+
+        try:
+            self._f.close()
+        except OSError:  # the buffer that could not be written
+            pass
+        try:
+            os.truncate(self.path, start)
+        except OSError:
+            pass
+        self._f = open(os.devnull, "a")  # later rows of this failing run go nowhere
 
     def close(self) -> None:
         self._f.close()

@@ -12,6 +12,7 @@ program); only process 0 writes the run directory.
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 from pathlib import Path
@@ -73,6 +74,19 @@ def first_nonfinite(metrics: dict, iteration0: int) -> str | None:
     detail = f" (non-finite metrics: {', '.join(bad_losses)})" if bad_losses else ""
     return (f"non-finite {where} at iteration {iteration0 + it + 1}, seed {seed}{detail}; "
             f"stopping so that nothing is trained on NaN/inf")
+
+
+def as_os_error(error: Exception, path) -> Exception:
+    """An I/O failure that a library reported as another exception type (orbax, tensorstore:
+    ``ValueError``/``RuntimeError`` whose text carries the system's message) as the
+    ``OSError`` it is, naming ``path``; any other error is returned unchanged."""
+    import errno
+
+    text = str(error)
+    for code in (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EIO):
+        if os.strerror(code) in text:
+            return OSError(code, os.strerror(code), str(path))
+    return error
 
 
 def resume_progress(config: TrainConfig) -> tuple[int, int] | None:
@@ -256,11 +270,16 @@ class Trainer:
             state = to_host(state)
             if not self.is_main:
                 return
-        save_checkpoint(self.run_dir, chunk * cfg.iterations_per_chunk * cfg.batch_size, state, {
-            "algo": cfg.algo, "env": cfg.env, "config": cfg, "env_steps": row.get("env_steps"),
-            "iteration": chunk * cfg.iterations_per_chunk, "chunk": chunk, "chunk_iterations":
-            cfg.iterations_per_chunk, "clock": clock, "run_id": self.run_id}, keep=cfg.keep_checkpoints,
-            best_metric=row.get("eval/episode_return"))
+        try:
+            save_checkpoint(self.run_dir, chunk * cfg.iterations_per_chunk * cfg.batch_size, state, {
+                "algo": cfg.algo, "env": cfg.env, "config": cfg, "env_steps": row.get("env_steps"),
+                "iteration": chunk * cfg.iterations_per_chunk, "chunk": chunk, "chunk_iterations":
+                cfg.iterations_per_chunk, "clock": clock, "run_id": self.run_id}, keep=cfg.keep_checkpoints,
+                best_metric=row.get("eval/episode_return"))
+        except OSError:
+            raise
+        except Exception as e:  # orbax and tensorstore report I/O failures as their own exception types
+            raise as_os_error(e, self.run_dir / "checkpoints") from e
 
     def _resume_point(self) -> tuple[Path, dict]:
         """The latest valid checkpoint of the run directory and its metadata."""
@@ -318,8 +337,13 @@ class Trainer:
         path = self.run_dir / "metrics.jsonl"
         if not path.exists():
             return
-        keep = [line for line in path.read_text().splitlines()
-                if line.strip() and json.loads(line).get("env_steps", 0) <= env_steps]
+        keep = []
+        for line in path.read_text().splitlines():
+            try:
+                if line.strip() and json.loads(line).get("env_steps", 0) <= env_steps:
+                    keep.append(line)
+            except ValueError:  # half a row, left by a disk that filled up: it is recomputed
+                pass
         tmp = path.with_suffix(".tmp")
         tmp.write_text("".join(line + "\n" for line in keep))
         tmp.replace(path)
