@@ -56,6 +56,8 @@ import jax  # noqa: E402
 _cache = os.environ.setdefault("DIFFRL_TEST_COMPILATION_CACHE",
                                str(Path(__file__).resolve().parent.parent / ".jax_cache"))
 jax.config.update("jax_compilation_cache_dir", _cache)
+# diffrl commands run as child processes use it too, not the user's cache (~/.cache/diffrl/jax)
+os.environ.setdefault("DIFFRL_COMPILE_CACHE", _cache)
 # Caching every compile instead (threshold 0) changed nothing measurable: 62 tests of 7 files, cold caches
 # side by side on one core each, 619 s against 633 s.
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 2.0)
