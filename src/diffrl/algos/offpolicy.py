@@ -33,6 +33,26 @@ arXiv 2502.02316, off-policy recipe of github.com/ALRhub/DIME):
       (--adjoint.trust-region closed_form or none) against the actor at the start of the iteration;
   temperature: L = alpha sg(H - H*), H = -mean of the fresh next-state samples' dual_log_prob.
 Without target networks (CrossQ) the next-state values come from the same pass as the current ones.
+
+Deviations from the papers and their reference code (each a choice made here, with its reason):
+* all three: before ``learning_starts`` the agent acts with its initial policy, where SAC's and
+  DIME's code (and CrossQ's, through Stable-Baselines3) act uniformly at random: one acting path for
+  every algorithm and for evaluation; the temperature statistic H comes from the critic step's
+  next-state draws, not a separate actor-step sample (the same estimator, no extra chain); the
+  temperature loss alpha sg(H - H*) has SAC's fixed point (its step differs by the factor alpha,
+  which Adam normalises away).
+* sac: the paper's settings at paper scale (``diffrl.algos.offpolicy_presets``) except the
+  transitions before learning (5,000, DIME's; not in SAC's Table 1) and the policy's log-std range
+  (a floor of 1e-3 on the std and log-std <= 2, where SAC's code clips the log-std to [-20, 2]). The
+  CPU presets shrink the networks and the batch, take 0.5 gradient steps per transition and start
+  the temperature at 0.1 (measured: 1.0 spent a third of a Pendulum run decaying).
+* dime-off: the control network is TruDi's (32 Fourier time frequencies, a 16-wide time embedding;
+  DIME's code uses 256 and 256), shared with the on-policy chain; the CPU presets run 8 denoising
+  steps (DIME: 16), narrower networks and a policy delay of 2 (an iteration's critic steps must be a
+  multiple of it).
+* amdp-off: AMDP's off-policy setting as the paper describes it (no public code); the drift trust
+  region's anchor is the actor at the start of each iteration (utd x num_envs x num_steps critic
+  steps earlier).
 """
 from __future__ import annotations
 

@@ -37,6 +37,14 @@ learned step sizes, and implements :class:`~diffrl.policies.base.PathwisePolicy`
   that needs the scores of the chain's own marginals (dis_chain's module docstring).
   The former names of the two, "ode" and "ode-c", are refused with a pointer to the new ones
   (:data:`RENAMED_SAMPLERS`); run directories and exports that stored them load mapped.
+
+Deviations (``dime``, on-policy DIME): DIME's paper trains its chain off-policy (``dime-off``); the
+on-policy ``dime`` baseline is TruDi's ablation, REPPO's loop with DIME's chain and loss and the trust
+region on the action marginals, which no paper specifies further. Its KL is that of the marginals'
+moment-matched Gaussians (E12): a change of the marginals that keeps their means and variances goes
+unseen, and per state the estimate is noisy (K = 8: standard deviation 0.82x a pure mean shift's
+KL), though unbiased for Gaussian marginals. The chain keeps REPPO-DIME's fixed step dt = 1/N
+(``learn_dt`` False, the reference's default; DIME's off-policy code learns it).
 """
 from __future__ import annotations
 
