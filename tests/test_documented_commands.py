@@ -40,6 +40,9 @@ def documented(kind):
         text = doc.read_text()
         if kind == "commands":
             found += [(doc.name, c) for c in block_commands(text) if "[" not in c]
+            # whole commands quoted in the prose: those that need no run directory
+            found += [(doc.name, c) for c in re.findall(r"`diffrl ((?:envs|presets|bench cost --env)[^`]*)`", text)
+                      if not PLACEHOLDER.search(c)]
         else:  # inline `--flag value` spans with a concrete value
             found += [(doc.name, span) for span in re.findall(r"`(--[a-z][a-z0-9.-]+(?:[ =][^`]+))`", text)
                       if not PLACEHOLDER.search(span.split(None, 1)[-1] if " " in span else span.split("=", 1)[1])]
