@@ -42,6 +42,8 @@ RECORDS = ROOT / "records"
 PILOT = ROOT / "pilot.json"
 SCRATCH = Path(__file__).resolve().parent.parent / "runs" / "ledger"
 SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+CELL_LIMIT_S = 45 * 60
+"""A cell is sized to finish in about 45 minutes of one core (a session keeps nothing else)."""
 ESTIMATE_MARGIN = 1.15
 """A cell starts only if 1.15 x its estimate fits the time left (estimates are +-10 % here)."""
 
@@ -119,7 +121,7 @@ class Estimator:
         ref = min(refs, key=lambda t: abs(math.log(self.entries[("reppo", t)]["s_per_iteration"] /
                                                    base["s_per_iteration"])))
         a, r = self.entries[(algo, ref)], self.entries[("reppo", ref)]
-        scaled = {"num_seeds": base["num_seeds"], "batch_size": a["batch_size"]}
+        scaled = {"num_seeds": base["num_seeds"], "batch_size": a["batch_size"], "eval_envs": base.get("eval_envs", 16)}
         for key in ("compile_s", "eval_s"):
             scaled[key] = base[key] * a[key] / r[key]
         # per env step, so that a different batch (PPO's 256 x 32) scales by steps, not iterations
@@ -133,7 +135,8 @@ class Estimator:
         seeds = cell.num_seeds / entry["num_seeds"]
         iterations = config.trained_env_steps / config.batch_size
         per_iter = entry["s_per_iteration"] * config.batch_size / entry["batch_size"]
-        return entry["compile_s"] + seeds * (iterations * per_iter + cell.num_evals * entry["eval_s"])
+        eval_s = entry["eval_s"] * cell.eval_envs / entry.get("eval_envs", 16)
+        return entry["compile_s"] + seeds * (iterations * per_iter + cell.num_evals * eval_s)
 
     def seconds(self, cell, config) -> float | None:
         own = [r for r in self.records.values() if r["algo"] == cell.algo and r["task"] == cell.task
@@ -143,6 +146,7 @@ class Estimator:
             t = r["timing"]
             its = r["env_steps"][-1] / (config.batch_size or 1)
             entry = {"num_seeds": r["num_seeds"], "batch_size": config.batch_size, "compile_s": t["compile_s"],
+                     "eval_envs": r["config"].get("eval_envs", 16),
                      "s_per_iteration": t["train_s"] / its, "eval_s": t["eval_s"] / max(1, len(r["env_steps"]) - 1)}
             return self._predict(entry, cell, config)
         entry = self._pilot_entry(cell.algo, cell.task)
@@ -187,6 +191,7 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
     from diffrl.plotting import read_metrics
     from suite import continue_or_restart
 
+    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     scratch, records_dir = scratch or SCRATCH, records_dir or RECORDS
     config = cell_config(cell, scratch)
     run_dir = Path(config.out)
@@ -212,7 +217,10 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
         "timing": {"compile_s": round(compile_s, 2), "train_s": round(float(summary["train_time_s"]), 2),
                    "eval_s": round(float(summary["walltime_s"]) - float(summary["train_time_s"]), 2),
                    "wall_s": round(wall, 2), "resumed": resumed is not None},
-        "versions": library_versions(), "machine": machine_record(), "git_commit": git_commit(),
+        "versions": library_versions(),
+        "machine": {**machine_record(), "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                    else None, "loadavg_start_end": [load_before, os.getloadavg() if load_before else None]},
+        "git_commit": git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": sys.argv,
     }
     records_dir.mkdir(parents=True, exist_ok=True)
@@ -337,10 +345,38 @@ def describe(cells, records, estimator) -> str:
         lines.append(f"| {cell.cell_id} | {config.preset} | {cell.num_seeds} | {config.num_iterations} | {est} | "
                      f"{status}{' ' + detail if detail else ''} |")
     lines.append("")
+    splits = suggested_splits(cells, estimator)
+    if splits:
+        lines.append("Cells estimated over 45 minutes; seed splits that fit (ledger_plan.M1_SEED_SPLITS form):")
+        lines += [f"    {key!r}: {parts!r}," for key, parts in splits.items()]
+        lines.append("")
     for m, (n, done, total, left) in totals.items():
         lines.append(f"{m}: {done}/{n} cells done; estimated {total / 3600:.1f} core-hours in all, "
                      f"{left / 3600:.1f} left")
     return "\n".join(lines)
+
+
+def suggested_splits(cells, estimator) -> dict[tuple[str, str], tuple[int, ...]]:
+    """{(algo, task short name): seeds per cell} for the matrix-1 runs whose cells are estimated
+    over CELL_LIMIT_S: the fewest near-equal parts that fit (one seed per cell at most)."""
+    out = {}
+    for cell in cells:
+        if cell.matrix != "m1" or cell.base_seed != 0:
+            continue
+        config = cell_config(cell)
+        seconds = estimator.seconds(cell, config)
+        if seconds is None or seconds <= CELL_LIMIT_S and cell.num_seeds == ledger_plan.M1_SEEDS:
+            continue
+        total = ledger_plan.M1_SEEDS
+        for parts in range(1, total + 1):
+            sizes = tuple(total // parts + (i < total % parts) for i in range(parts))
+            probe = ledger_plan.Cell(cell.matrix, cell.label, cell.algo, cell.task, cell.env_steps, 0, sizes[0],
+                                     cell.num_evals, cell.eval_envs, cell.preset, dict(cell.overrides))
+            if estimator.seconds(probe, cell_config(probe)) <= CELL_LIMIT_S or parts == total:
+                break
+        if sizes != (total,):
+            out[(cell.algo, cell.task.split("/")[1])] = sizes
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -361,7 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("cell_id")
     q = sub.add_parser("pilot", help="measure each task's and algorithm's speed (writes pilot.json)")
     q.add_argument("--tasks", help="comma-separated Playground tasks (default: matrix 1's)")
-    q.add_argument("--reference-tasks", default="CartpoleSwingup,CheetahRun,HumanoidWalk",
+    q.add_argument("--reference-tasks", default="CartpoleSwingup,CheetahRun",
                    help="tasks on which every matrix-1 algorithm is measured")
     q = sub.add_parser("report", help="render tables and figures from the committed records")
     q.add_argument("--no-figures", action="store_true")
@@ -384,6 +420,10 @@ def main(argv=None) -> int:
             cells = {c.cell_id: c for c in ledger_plan.plan()}
             if args.cell_id not in cells:
                 raise ValueError(f"no cell {args.cell_id!r} in the plan")
+            import jax
+
+            # The cells of a split run compile the same program (the seed is an input): compile once.
+            jax.config.update("jax_compilation_cache_dir", str(SCRATCH / "jax_cache"))
             return 0 if run_cell(cells[args.cell_id]) is not None else 130
         if args.command == "pilot":
             from ledger_pilot import pilot

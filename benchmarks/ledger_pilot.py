@@ -22,19 +22,24 @@ from pathlib import Path
 
 import ledger_plan
 
-PILOT_CHUNK_STEPS = 8192
-"""Env steps per seed in each of the two pilot chunks (8 REPPO iterations, 1 PPO iteration)."""
+PILOT_CHUNK_STEPS = 2048
+"""Env steps per seed in each of the two pilot chunks (2 REPPO iterations; PPO's one iteration is
+8192): the contact-rich tasks simulate at about 160 env steps/s on one core (CheetahRun, 5 x 32
+envs), so a longer pilot costs minutes per task, and the per-iteration time is steady from the
+first chunk on (measured: 8 iterations per chunk gave chunks within 1 % of each other)."""
 RANDOM_EPISODES = 64
+EVAL_ENVS = {task: 64 for task in ledger_plan.M3_TASKS}
+"""Episodes per evaluation in the pilot: the plan's cells' (16 on DM Control, 64 on the toy tasks)."""
 
 
 def _measure(algo: str, task: str, scratch: Path) -> dict:
     from diffrl.core.trainer import Trainer
     from ledger import cell_config
 
-    batch = _batch(algo, f"playground/{task}")
+    batch = _batch(algo, task)
     steps = 2 * max(batch, PILOT_CHUNK_STEPS // batch * batch)
-    cell = ledger_plan.Cell("pilot", algo, algo, f"playground/{task}", env_steps=steps, base_seed=0,
-                            num_seeds=ledger_plan.M1_SEEDS, num_evals=2)
+    cell = ledger_plan.Cell("pilot", algo, algo, task, env_steps=steps, base_seed=0,
+                            num_seeds=ledger_plan.M1_SEEDS, num_evals=2, eval_envs=EVAL_ENVS.get(task, 16))
     config = cell_config(cell, scratch)
     if Path(config.out).exists():
         import shutil
@@ -43,8 +48,9 @@ def _measure(algo: str, task: str, scratch: Path) -> dict:
     summary = Trainer(config).run()
     iterations = config.num_chunks * config.iterations_per_chunk
     return {
-        "algo": algo, "task": f"playground/{task}", "preset": config.preset, "num_seeds": config.num_seeds,
-        "batch_size": config.batch_size, "iterations": iterations,
+        "algo": algo, "task": task, "preset": config.preset, "num_seeds": config.num_seeds,
+        "batch_size": config.batch_size, "iterations": iterations, "eval_envs": config.eval_envs,
+        "chunk_steps": config.iterations_per_chunk * config.batch_size,
         "compile_s": round(sum(float(summary[k]) for k in ("compile/init_s", "compile/chunk_s",
                                                             "compile/eval_first_call_s")), 2),
         "s_per_iteration": round(float(summary["train_time_s"]) / iterations, 4),
@@ -57,6 +63,18 @@ def _batch(algo: str, task: str) -> int:
 
     config = resolve(algo, task, None)
     return config.num_envs * config.num_steps
+
+
+def pilot_jobs(tasks: list[str], reference_tasks: list[str]) -> list[tuple[str, str]]:
+    """(algo, full task name) to measure: REPPO on every matrix-1 task, the other matrix-1
+    algorithms on the reference tasks, the matrix-2 algorithms outside matrix 1 on matrix 2's
+    tasks, and every matrix-3 (algorithm, task)."""
+    jobs = [("reppo", f"playground/{t}") for t in tasks]
+    jobs += [(a, f"playground/{t}") for a in ledger_plan.M1_ALGOS if a != "reppo" for t in reference_tasks]
+    jobs += [(a, f"playground/{t}") for t in ledger_plan.M2_TASKS
+             for a in dict.fromkeys(algo for _, algo, _ in ledger_plan.M2_RUNS) if a not in ledger_plan.M1_ALGOS]
+    jobs += [(a, t) for t in ledger_plan.M3_TASKS for a in ledger_plan.M3_ALGOS]
+    return list(dict.fromkeys(jobs))
 
 
 def pilot(tasks: list[str], reference_tasks: list[str], path: Path, log=print) -> dict:
@@ -72,12 +90,11 @@ def pilot(tasks: list[str], reference_tasks: list[str], path: Path, log=print) -
     data.update({"machine": machine_record(), "versions": library_versions(),
                  "chunk_steps": PILOT_CHUNK_STEPS, "random_episodes": RANDOM_EPISODES})
     done = {(e["algo"], e["task"]) for e in data["entries"]}
-    jobs = [("reppo", t) for t in tasks] + [(a, t) for t in reference_tasks for a in ledger_plan.M1_ALGOS
-                                            if a != "reppo"]
+    jobs = pilot_jobs(tasks, reference_tasks)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for algo, task in jobs:
-        name = f"playground/{task}"
-        if name not in data["random_returns"]:
+    for algo, name in jobs:
+        task = name.split("/", 1)[1]
+        if name.startswith("playground/") and name not in data["random_returns"]:
             t0 = time.perf_counter()
             config = cell_config(ledger_plan.Cell("pilot", "reppo", "reppo", name, 40960, 0, 1), SCRATCH / "pilot")
             data["random_returns"][name] = round(random_return(config, episodes=RANDOM_EPISODES), 3)
@@ -86,7 +103,7 @@ def pilot(tasks: list[str], reference_tasks: list[str], path: Path, log=print) -
         if (algo, name) in done:
             continue
         t0 = time.perf_counter()
-        entry = _measure(algo, task, SCRATCH / "pilot")
+        entry = _measure(algo, name, SCRATCH / "pilot")
         data["entries"].append(entry)
         done.add((algo, name))
         atomic_write_json(path, data)

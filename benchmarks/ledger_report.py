@@ -118,6 +118,7 @@ class Run:
         self.final = np.concatenate([final_returns(r) for r in self.records])
         self.curves = np.concatenate([np.asarray(r["curves"][self.sampler]["returns"]) for r in self.records], axis=1)
         self.wall_s = sum(r["timing"]["wall_s"] for r in self.records)
+        self.loaded = any(_ran_under_load(r) for r in self.records)
         self.preset = first.get("preset")
 
     def series(self, name: str) -> np.ndarray | None:
@@ -127,6 +128,20 @@ class Run:
     @property
     def num_seeds(self) -> int:
         return len(self.final)
+
+
+def _ran_under_load(record: dict) -> bool:
+    """True if the machine's 1-minute load average, at the cell's start or end, exceeded its
+    core count by more than one: other work then shared the cell's core, and its wall-clock
+    overstates what the cell costs alone (its returns are unaffected)."""
+    machine = record.get("machine", {})
+    cores = machine.get("cpu_count") or 1
+    loads = [x[0] for x in machine.get("loadavg_start_end") or [] if x]
+    return any(load > cores + 1 for load in loads)
+
+
+def _wall(run: "Run") -> str:
+    return f"{run.wall_s / 60:.0f}" + (" (loaded)" if run.loaded else "")
 
 
 def current_records(root: Path) -> tuple[list[dict], list[tuple[dict, str]]]:
@@ -181,7 +196,9 @@ def status_table(records, stale) -> str:
 def m1_table(runs: dict, randoms: dict) -> str:
     lines = ["# Matrix 1: the 23 DM Control tasks, untuned presets, 204,800 env steps", "",
              "Final evaluation (the policy's default sampler), seeds pooled over a run's cells. Median and IQM "
-             "with 95 % bootstrap intervals; normalised = (R - R_random) / (1000 - R_random).", ""]
+             "with 95 % bootstrap intervals; normalised = (R - R_random) / (1000 - R_random). Wall-clock: the "
+             "run's cells summed, one core each; '(loaded)': other work shared the machine (load average above "
+             "its cores + 1), so the time overstates the cell's cost alone.", ""]
     tasks = [f"playground/{t}" for t in ledger_plan.M1_TASKS]
     for task in tasks:
         rows = [runs[k] for k in sorted(runs) if k[0] == "m1" and k[2] == task]
@@ -195,7 +212,7 @@ def m1_table(runs: dict, randoms: dict) -> str:
             n = normalised(run.final, rnd)
             lines.append(f"| {run.label} | {run.num_seeds} | {fmt(bootstrap(run.final, np.median), 1)} | "
                          f"{fmt(bootstrap(run.final, iqm), 1)} | {fmt(bootstrap(n, np.median))} | "
-                         f"{fmt(bootstrap(n, iqm))} | {run.wall_s / 60:.0f} |")
+                         f"{fmt(bootstrap(n, iqm))} | {_wall(run)} |")
         lines.append("")
     lines += aggregate_lines(runs, randoms, tasks)
     return "\n".join(lines) + "\n"
@@ -271,7 +288,8 @@ def expected_table(runs: dict, published: dict | None) -> str:
              f"What `diffrl train` gives on each task with the preset it picks, at {ledger_plan.M1_BUDGET:,} env steps "
              "per seed (5 seeds; median of the final evaluation with its 95 % bootstrap interval), and the "
              "wall-clock of one 5-seed program on one core of this machine. REPPO's published final at 50M env "
-             "steps is for orientation only (a 250x larger budget, GPU presets)."]
+             "steps is for orientation only (a 250x larger budget, GPU presets). '(loaded)': other work shared the "
+             "machine while the cell ran, so its wall-clock overstates the cost."]
     if published:
         src = published.get("source", {})
         lines += ["", f"Published numbers: {src.get('repository', '')} `{src.get('files', '')}` "
@@ -287,9 +305,10 @@ def expected_table(runs: dict, published: dict | None) -> str:
             run = runs.get(("m1", algo, name, ledger_plan.M1_BUDGET))
             if run is None:
                 continue
-            cmd = f"`diffrl train --algo {algo} --env {name} --total-env-steps {ledger_plan.M1_BUDGET} --num-seeds 5`"
+            cmd = (f"`diffrl train --algo {algo} --env {name} --total-env-steps {ledger_plan.M1_BUDGET} "
+                   f"--num-seeds 5 --num-evals 5 --eval-envs 16`")
             lines.append(f"| {task} | {algo} | {cmd} | {fmt(bootstrap(run.final, np.median), 0)} | "
-                         f"{run.wall_s / 60:.0f} | {pub} |")
+                         f"{_wall(run)} | {pub} |")
     return "\n".join(lines) + "\n"
 
 

@@ -201,3 +201,24 @@ def test_committed_ledger_report_is_current():
     if not (root / "report").is_dir():
         pytest.skip("no committed report yet")
     assert ledger_report.check(root) == 0
+
+
+def test_estimates_scale_the_pilot_by_steps_seeds_and_the_nearest_reference_ratio():
+    def entry(algo, task, s_iter, batch=1024, compile_s=60.0, eval_s=1.0):
+        return {"algo": algo, "task": f"playground/{task}", "num_seeds": 5, "batch_size": batch,
+                "compile_s": compile_s, "s_per_iteration": s_iter, "eval_s": eval_s, "eval_envs": 16}
+
+    pilot = {"entries": [entry("reppo", "CartpoleSwingup", 2.0), entry("reppo", "HumanoidWalk", 8.0),
+                         entry("reppo", "HopperHop", 7.0), entry("trudi", "CartpoleSwingup", 5.0),
+                         entry("trudi", "HumanoidWalk", 24.0, compile_s=120.0)]}
+    est = ledger.Estimator(pilot, {})
+    cell = ledger_plan.Cell("m1", "trudi", "trudi", "playground/HopperHop", 204_800, 0, 5)
+    config = ledger.cell_config(cell)
+    # HopperHop's REPPO cost is nearest HumanoidWalk's: TruDi / REPPO = 3 there
+    iterations = 204_800 / 1024
+    expected = 60.0 * 2 + iterations * 7.0 * 3 + 5 * 1.0
+    assert est.seconds(cell, config) == pytest.approx(expected)
+    two_seeds = dataclasses.replace(cell, num_seeds=2, base_seed=1)
+    assert est.seconds(two_seeds, ledger.cell_config(two_seeds)) == pytest.approx(120 + (expected - 120) * 2 / 5)
+    unknown = ledger_plan.Cell("m1", "ppo", "ppo", "playground/HopperHop", 204_800, 0, 5)
+    assert est.seconds(unknown, ledger.cell_config(unknown)) is None
