@@ -41,19 +41,25 @@ def test_flow_and_cfm_losses_match_plain_loops():
         x = x - np.asarray(policy.velocity(params, jnp.asarray(x), obs, jnp.float32(1 - k / 5))) / 5
     np.testing.assert_allclose(np.asarray(policy.integrate(params, obs, x1)), x, rtol=1e-5, atol=1e-6)
     assert bool(jnp.all(action == jnp.clip(aux.x, -1, 1)))
-    # (F4): per sample and draw, mean over d of (v(x_t, s, t) - (eps - x))^2
+    # (F4): per sample and draw, (1 - t)^2 (FPO's default weighting) times the mean over d of
+    # (v(x_t, s, t) - (eps - x))^2; unweighted with loss_weighting="velocity"
     losses = np.asarray(policy.cfm_losses(params, obs, aux))
+    unweighted = np.asarray(make(loss_weighting="velocity")[0].cfm_losses(params, obs, aux))
     for b in range(6):
         for i in range(4):
             t, eps, xb = float(aux.t[b, i]), np.asarray(aux.eps[b, i]), np.asarray(aux.x[b])
             v = np.asarray(policy.velocity(params, jnp.asarray(t * eps + (1 - t) * xb), obs[b], jnp.float32(t)))
-            assert losses[b, i] == pytest.approx(np.mean((v - (eps - xb)) ** 2), rel=1e-4)
-    # ratio terms: one per draw (FPO++), or their mean (FPO); exp(new - old) = 1 at equal params
-    np.testing.assert_allclose(np.asarray(policy.ratio_log_terms(params, obs, aux)), -losses, rtol=1e-6)
-    averaged, _ = make(ratio="averaged")
-    terms = np.asarray(averaged.ratio_log_terms(params, obs, aux))
+            plain = np.mean((v - (eps - xb)) ** 2)
+            assert unweighted[b, i] == pytest.approx(plain, rel=1e-4)
+            # FPO's code: the noise the velocity implies, eps^ = x_t + (1 - t) v, against eps
+            assert losses[b, i] == pytest.approx(np.mean((eps - (t * eps + (1 - t) * xb + (1 - t) * v)) ** 2),
+                                                 rel=1e-4, abs=1e-7)
+    # ratio terms: their mean (FPO, the default), or one per draw (FPO++); exp(new - old) = 1 at equal params
+    terms = np.asarray(policy.ratio_log_terms(params, obs, aux))
     assert terms.shape == (6, 1)
     np.testing.assert_allclose(terms[:, 0], -losses.mean(axis=1), rtol=1e-5)
+    per_sample, _ = make(ratio="per_sample")
+    np.testing.assert_allclose(np.asarray(per_sample.ratio_log_terms(params, obs, aux)), -losses, rtol=1e-6)
 
 
 def test_eval_samplers_zero_noise_and_sample():
@@ -100,6 +106,12 @@ def test_fpo_registration_presets_and_checks():
     assert resolve("fpo", "gymnax/Pendulum-v1", None).preset == "fpo-gymnax"
     with pytest.raises(ValueError, match="flow.ratio"):
         FlowPolicyConfig(ratio="mean")
+    with pytest.raises(ValueError, match="flow.loss_weighting"):
+        FlowPolicyConfig(loss_weighting="x0")
+    with pytest.raises(ValueError, match="flow.time_sampling"):
+        FlowPolicyConfig(time_sampling="beta")
+    with pytest.raises(ValueError, match="output_multiplier"):
+        FlowPolicyConfig(output_multiplier=0.0)
     from diffrl.algos.ppo import make_fpo
     from diffrl.envs import registry
     config = resolve("fpo", "gymnax/Pendulum-v1", None)

@@ -338,15 +338,36 @@ for _family in DIME_CHAIN_FAMILIES:
 _PPO_PRESETS = [name for name in PRESETS if name.startswith("ppo-")]
 PRESETS.update({f"spo-{name[len('ppo-'):]}": {**PRESETS[name], "algo": "spo"} for name in _PPO_PRESETS})
 
-# FPO (McAllister et al. 2025): PPO's recipe for the family with the flow policy instead of the
-# Gaussian (its own flow.* defaults: the reference's 4 x 32 velocity net, 10 Euler steps, 8 draws),
-# no entropy bonus (a flow has no entropy to reward) and the reference's clip range 0.05: with
-# per-draw ratios, each moves with one (t, eps) draw's loss, so a narrow range is what bounds the
-# update.
+# FPO (McAllister et al. 2025, code github.com/akanazawa/fpo, playground FpoConfig): PPO's recipe for the
+# family with the flow policy instead of the Gaussian (its own flow.* defaults are FPO's code's: the 4 x 32
+# velocity net, 10 Euler steps, 8 draws, the averaged ratio, the (1 - t)^2 loss weight of its
+# u_but_supervise_as_eps mode, t ~ U[0, 1)), no entropy bonus (a flow has no entropy to reward) and its
+# clip range 0.05. The rest is the family's PPO recipe: on Playground DM Control (fpo-dmc) brax-PPO's,
+# which FPO's code also starts from, with FPO's step size 3e-4 (brax-PPO's there: 1e-3). FPO's value
+# loss 0.25 mean (V - R)^2 is PPO's 0.5 x 0.5 mean (V - R)^2 here. Not FPO's: the global gradient-norm
+# clip (FPO's code clips nothing) and, on the CPU presets, the family's sizes and step size.
+# A guard FPO's code lacks: each log ratio clamped to [-20, 20] (exp overflows float32 past 88; one
+# Pendulum seed of four reached a non-finite gradient at 323k steps without it, in a run that scaled the
+# velocity output's initial kernel by 0.25 instead of multiplying the output); e^20 is far outside
+# every clip range, so the clamp changes nothing short of an overflow.
+FPO_LOG_RATIO_GUARD = 20.0
 PRESETS.update({
     f"fpo-{name[len('ppo-'):]}": {**{k: v for k, v in PRESETS[name].items() if not k.startswith("gaussian.")},
-                                  "algo": "fpo", "ppo.ent_coef": 0.0, "ppo.clip_eps": 0.05}
+                                  "algo": "fpo", "ppo.ent_coef": 0.0, "ppo.clip_eps": 0.05,
+                                  "ppo.log_ratio_clip": FPO_LOG_RATIO_GUARD}
     for name in _PPO_PRESETS})
+PRESETS["fpo-dmc"]["ppo.learning_rate"] = 3e-4
+
+# FPO++ (Yi, Choi et al., "Flow Policy Gradients for Robot Control", code github.com/amazon-far/fpo-control):
+# FPO's presets with one ratio per draw, each draw's log ratio clamped (to [-3, 3], the clamp FPO's code
+# applies in its per-draw mode; FPO++'s own per-task values are not reproduced here) and the asymmetric
+# ASPO surrogate (the algorithm), with FPO's loss weighting and time sampling.
+FPO_PP_LOG_RATIO_CLIP = 3.0
+_FPO_PRESETS = [name for name in PRESETS if name.startswith("fpo-")]
+PRESETS.update({
+    f"fpo++-{name[len('fpo-'):]}": {**PRESETS[name], "algo": "fpo++", "flow.ratio": "per_sample",
+                                    "ppo.log_ratio_clip": FPO_PP_LOG_RATIO_CLIP}
+    for name in _FPO_PRESETS})
 
 # DPPO (Ren et al. 2024) from scratch: PPO's recipe for the family with the DIME chain as the policy
 # (its control net as wide as the family's Gaussian), DPPO's floor 0.1 on the denoising noise and
@@ -434,7 +455,7 @@ def default_preset(algo: str, env: str) -> str | None:
         ("ppo", "locomotion"): "ppo-locomotion-cpu",
         ("reppo", "locomotion"): "reppo-locomotion-cpu",
     }
-    if algo in ("spo", "fpo", "dppo"):  # PPO's family presets, each with its own twin
+    if algo in ("spo", "fpo", "fpo++", "dppo"):  # PPO's family presets, each with its own twin
         ppo = table.get(("ppo", s))
         return ppo.replace("ppo-", f"{algo}-", 1) if ppo else None
     if (algo, s) not in table and algo in _DIFFUSION_FAMILIES:

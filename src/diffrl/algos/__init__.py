@@ -20,10 +20,19 @@ def _spo(config, spec):
 
 
 def _fpo(config, spec):
-    """FPO (McAllister et al. 2025) with FPO++'s per-draw ratios: PPO's loop on a flow policy."""
+    """FPO (McAllister et al. 2025) as in its paper and code: PPO's loop on a flow policy, one ratio per
+    sample from the draws' averaged CFM losses, PPO's clip."""
     from diffrl.algos.ppo import make_fpo
 
     return make_fpo(config, spec)
+
+
+def _fpo_pp(config, spec):
+    """FPO++ (Yi, Choi et al.): FPO with per-draw ratios, each draw's log ratio clamped, and the
+    asymmetric ASPO surrogate (PPO's clip for A >= 0, SPO's penalty for A < 0)."""
+    from diffrl.algos.ppo import make_fpo
+
+    return make_fpo(config, spec, name="fpo++")
 
 
 def _dppo(config, spec):
@@ -102,6 +111,7 @@ ALGORITHMS: dict[str, Callable] = {
     "ppo": _ppo,
     "spo": _spo,
     "fpo": _fpo,
+    "fpo++": _fpo_pp,
     "dppo": _dppo,
     "reppo": _reppo,
     "sac": _sac,
@@ -155,6 +165,7 @@ ALGORITHM_SECTIONS: dict[str, tuple[str, ...]] = {
     "ppo": ("ppo", "gaussian"),
     "spo": ("ppo", "gaussian"),
     "fpo": ("ppo", "flow"),
+    "fpo++": ("ppo", "flow"),
     "dppo": ("ppo", "diffusion"),
     "reppo": ("reppo", "gaussian", "critic"),
     "sac": ("offpolicy", "gaussian"),

@@ -20,7 +20,44 @@ sample's advantage (weighted by the denoising discount gamma_d^(N - 1 - n)).
 
 FPO (Flow Policy Optimization, McAllister et al. 2025, arXiv 2507.21053) is PPO's clipped surrogate
 on a flow policy (:mod:`diffrl.policies.flow`), whose ratio exponentiates a change of conditional
-flow-matching losses instead of log-densities.
+flow-matching losses instead of log-densities (averaged over the sample's draws, as FPO's code does).
+
+FPO++ (Yi, Choi et al., "Flow Policy Gradients for Robot Control", code github.com/amazon-far/fpo-control;
+``fpo++``) keeps one ratio per draw (``--flow.ratio per_sample``), clamps each draw's log ratio to
+[-c, c] before exponentiating (``--ppo.log-ratio-clip``) and replaces the surrogate by ASPO, PPO's
+clip where the advantage is positive and SPO's penalty where it is negative:
+  L_pi = -mean( A >= 0:  min(rho A, clip(rho, 1-eps, 1+eps) A)
+                A <  0:  rho A - |A| / (2 eps) (rho - 1)^2 ).
+With A < 0 and rho > 1 + eps (a draw whose CFM loss fell: the action got likelier despite its negative
+advantage) PPO's min keeps the unclipped rho A, whose pull back grows only like rho = e^(l_old - l_new);
+SPO's penalty adds |A| rho (rho - 1) / eps, and the clamp bounds rho itself.
+
+Deviations from the papers and their reference code (each a choice made here, with its reason):
+* PPO: advantages standardised per minibatch (the common implementation choice; the paper leaves
+  it open); a global gradient-norm clip; GAE bootstraps through time-outs (``diffrl.returns``).
+* SPO: the paper's hyperparameters are PPO's, and so are the presets' (eps = the clip range).
+* FPO: the shared PPO loop (its code's own loop is brax-PPO's, the same structure); a global
+  gradient-norm clip (FPO's code clips nothing); each log ratio clamped to [-20, 20] in the presets
+  (``--ppo.log-ratio-clip``): without it the exponential overflows float32 once a sample's averaged
+  CFM loss falls by more than 88 in one update (FPO's code has no such guard; on gymnax Pendulum one
+  seed of four reached a non-finite gradient at 323k steps, with the output multiplier of FPO's code
+  then applied to the initial kernel only), and a ratio of e^20 is far outside every
+  clip range, so nothing else changes; on the CPU presets the family's sizes and step size instead of
+  FPO's 3e-4.
+* FPO++: the per-draw log-ratio clamp is symmetric, [-c, c] with c = 3 in the presets (FPO's code's
+  per-draw clip): the per-task values of FPO++'s configs were not reproduced; its code's other knobs
+  (an EMA of the policy weights for evaluation, clamps of the CFM losses and of the advantages) are
+  not offered.
+* DPPO (from scratch): the denoising chain is DIME's Langevin chain (TruDi's policy), not DDPM, so
+  the baselines differ only in how the chain is trained; one clip range for every denoising step,
+  the family's PPO clip (0.2-0.3), where DPPO's code grows it exponentially over the steps from
+  ``clip_ploss_coef_base`` to ``clip_ploss_coef`` (0.01 in its fine-tuning configs); no clamp of the
+  per-step log-densities and no clip of the sampling noise (its code: +-3 standard deviations);
+  the per-dimension friction stays learned (so the step noise is learned too, where DPPO's is fixed).
+  Why not DPPO's values: its clip ranges were tuned for fine-tuning a pretrained policy, not for
+  learning from the prior; the ablation's DPPO diagnostic (benchmarks/results/ablation/README.md)
+  found 0.3 % of terms clipped at 0.3, so the clip is not what limits DPPO there. Not yet measured
+  with DPPO's schedule.
 
 Needs a :class:`~diffrl.policies.base.RatioPolicy`: its ``ratio_log_terms`` (N, R) give R ratios
 per sample (R = 1 for a Gaussian; FPO++'s per-draw ratios; DPPO's per-step ones), each entering the
@@ -71,16 +108,30 @@ def spo_policy_loss(log_prob, old_log_prob, advantages, eps):
     return -jnp.mean(ratio * advantages - penalty), out_frac
 
 
-POLICY_LOSSES = {"ppo": ppo_policy_loss, "spo": spo_policy_loss, "fpo": ppo_policy_loss, "dppo": ppo_policy_loss}
+def aspo_policy_loss(log_prob, old_log_prob, advantages, eps):
+    """(N, ...) x 3 -> scalar ASPO loss (FPO++): PPO's clipped term where A >= 0, SPO's penalised term
+    where A < 0, -mean over every ratio; and the fraction of ratios outside [1 - eps, 1 + eps]."""
+    ratio = jnp.exp(log_prob - old_log_prob)
+    ppo_term = jnp.minimum(ratio * advantages, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * advantages)
+    spo_term = ratio * advantages - jnp.abs(advantages) / (2.0 * eps) * (ratio - 1.0) ** 2
+    out_frac = jnp.mean((jnp.abs(ratio - 1.0) > eps).astype(jnp.float32))
+    return -jnp.mean(jnp.where(advantages >= 0, ppo_term, spo_term)), out_frac
+
+
+POLICY_LOSSES = {"ppo": ppo_policy_loss, "spo": spo_policy_loss, "fpo": ppo_policy_loss, "fpo++": aspo_policy_loss,
+                 "dppo": ppo_policy_loss}
 """Surrogate per algorithm name: (log_prob, old_log_prob, advantages, eps) -> (loss, fraction of
 ratios outside [1 - eps, 1 + eps])."""
 
 
-def ratio_surrogate(policy_loss, log_terms, old_log_terms, advantages, weights, eps):
+def ratio_surrogate(policy_loss, log_terms, old_log_terms, advantages, weights, eps, log_ratio_clip=0.0):
     """(N, R), (N, R), (N,), (R,) or None -> the surrogate over every sample and term: term r of
     sample i has log ratio log_terms[i, r] - old_log_terms[i, r] and advantage advantages[i] *
-    weights[r] (DPPO: -mean_{i,n} min(rho A gamma_d^(N-1-n), clip(rho) A gamma_d^(N-1-n)))."""
+    weights[r] (DPPO: -mean_{i,n} min(rho A gamma_d^(N-1-n), clip(rho) A gamma_d^(N-1-n))).
+    ``log_ratio_clip`` c > 0 clamps each log ratio to [-c, c] first (FPO++; no gradient beyond)."""
     adv = advantages[:, None] if weights is None else advantages[:, None] * weights
+    if log_ratio_clip > 0:
+        log_terms = old_log_terms + jnp.clip(log_terms - old_log_terms, -log_ratio_clip, log_ratio_clip)
     return policy_loss(log_terms, old_log_terms, adv, eps)
 
 
@@ -94,8 +145,8 @@ def ppo_value_loss(values, old_values, returns, clip_eps):
 
 
 class PPO:
-    """PPO; SPO with ``name="spo"``; FPO with ``name="fpo"`` and a flow policy; DPPO with
-    ``name="dppo"`` and a diffusion policy (the surrogate of :data:`POLICY_LOSSES`; the rest is shared)."""
+    """PPO; SPO with ``name="spo"``; FPO (``name="fpo"``) and FPO++ (``"fpo++"``) with a flow policy; DPPO
+    with ``name="dppo"`` and a diffusion policy (the surrogate of :data:`POLICY_LOSSES`; the rest is shared)."""
 
     def __init__(self, config, spec: EnvSpec, policy, name: str = "ppo"):
         require(policy, RatioPolicy, name)
@@ -134,6 +185,30 @@ class PPO:
     def value(self, params, critic_obs):
         return self.value_net.apply(params, critic_obs)[..., 0]
 
+    def minibatch_loss(self, params, data, key_ent):
+        """(scalar loss, metrics) of one minibatch: the surrogate of :data:`POLICY_LOSSES` over every
+        ratio term, + vf_coef x the value loss, - ent_coef x the entropy (if the policy has one).
+
+        params: {"policy", "value"}; data: (obs (N, o), critic_obs (N, c), policy aux, old ratio terms
+        (N, R), old values (N,), advantages (N,), returns (N,)), advantages standardised here over the
+        minibatch when ``normalize_advantages``.
+        """
+        c = self.c
+        obs, cobs, aux, old_lp, old_v, adv, ret = data
+        if c.normalize_advantages:
+            adv = (adv - jnp.mean(adv)) / (jnp.std(adv) + 1e-8)
+        lp = self.policy.ratio_log_terms(params["policy"], obs, aux)  # (N, R)
+        pi_loss, clip_frac = ratio_surrogate(self.policy_loss, lp, old_lp, adv, self.ratio_weights, c.clip_eps,
+                                             c.log_ratio_clip)
+        v_loss = ppo_value_loss(self.value(params["value"], cobs), old_v, ret, c.value_clip_eps)
+        loss = pi_loss + c.vf_coef * v_loss
+        metrics = {"loss/policy": pi_loss, "loss/value": v_loss, "policy/clip_fraction": clip_frac,
+                   "policy/approx_kl": jnp.mean(old_lp - lp)}
+        if self.has_entropy:
+            metrics["policy/entropy"] = jnp.mean(self.policy.entropy(params["policy"], obs, key_ent))
+            loss = loss - c.ent_coef * metrics["policy/entropy"]
+        return loss, metrics
+
     def update(self, state: PPOState, batch: Rollout, key):
         c = self.c
         values = self.value(state.value_params, batch.critic_obs)
@@ -144,24 +219,9 @@ class PPO:
         data = flatten_time_batch((batch.obs, batch.critic_obs, batch.policy_aux, old_log_prob,
                                    values, advantages, returns))
 
-        def loss_fn(params, data, key_ent):
-            obs, cobs, aux, old_lp, old_v, adv, ret = data
-            if c.normalize_advantages:
-                adv = (adv - jnp.mean(adv)) / (jnp.std(adv) + 1e-8)
-            lp = self.policy.ratio_log_terms(params["policy"], obs, aux)  # (N, R)
-            pi_loss, clip_frac = ratio_surrogate(self.policy_loss, lp, old_lp, adv, self.ratio_weights, c.clip_eps)
-            v_loss = ppo_value_loss(self.value(params["value"], cobs), old_v, ret, c.value_clip_eps)
-            loss = pi_loss + c.vf_coef * v_loss
-            metrics = {"loss/policy": pi_loss, "loss/value": v_loss, "policy/clip_fraction": clip_frac,
-                       "policy/approx_kl": jnp.mean(old_lp - lp)}
-            if self.has_entropy:
-                metrics["policy/entropy"] = jnp.mean(self.policy.entropy(params["policy"], obs, key_ent))
-                loss = loss - c.ent_coef * metrics["policy/entropy"]
-            return loss, metrics
-
         def sgd_step(carry, minibatch, key_step):
             params, opt_state = carry
-            (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, minibatch, key_step)
+            (_, metrics), grads = jax.value_and_grad(self.minibatch_loss, has_aux=True)(params, minibatch, key_step)
             updates, opt_state = self.optimizer.update(grads, opt_state, params)
             metrics["optim/grad_norm"] = optax.tree.norm(grads)
             return (optax.apply_updates(params, updates), opt_state), metrics
@@ -174,10 +234,10 @@ class PPO:
         return PPOState(params["policy"], params["value"], opt_state), metrics
 
 
-def make_fpo(config, spec: EnvSpec) -> PPO:
+def make_fpo(config, spec: EnvSpec, name: str = "fpo") -> PPO:
     from diffrl.policies.flow import FlowPolicy
 
-    return PPO(config, spec, FlowPolicy(config.flow, spec.action_size), name="fpo")
+    return PPO(config, spec, FlowPolicy(config.flow, spec.action_size), name=name)
 
 
 def make_dppo(config, spec: EnvSpec) -> PPO:

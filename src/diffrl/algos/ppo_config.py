@@ -15,6 +15,9 @@ class PPOConfig:
     clip_eps: float = 0.2
     """Likelihood-ratio clip of the surrogate objective (SPO: eps of its quadratic penalty, the
     trust region |ratio - 1| <= eps)."""
+    log_ratio_clip: float = 0.0
+    """Clamp each log ratio (new minus old log-density terms) to [-c, c] before exponentiating, no
+    gradient beyond (FPO++'s per-draw clamp); 0 disables."""
     value_clip_eps: float | None = None
     """Clip of the value update around the rollout-time value; None disables value clipping."""
     vf_coef: float = 0.5
@@ -46,6 +49,8 @@ class PPOConfig:
             problems.append(f"--ppo.gae-lambda must be in [0, 1] (got {self.gae_lambda})")
         if not self.clip_eps > 0:
             problems.append("--ppo.clip-eps must be positive")
+        if not self.log_ratio_clip >= 0:
+            problems.append(f"--ppo.log-ratio-clip must be >= 0 (0 disables; got {self.log_ratio_clip})")
         if self.num_epochs < 1 or self.num_minibatches < 1:
             problems.append("--ppo.num-epochs and --ppo.num-minibatches must be >= 1")
         if not self.max_grad_norm > 0:
