@@ -194,3 +194,15 @@ def test_log_ratio_clip_is_checked():
 
     with pytest.raises(ValueError, match="log-ratio-clip"):
         PPOConfig(log_ratio_clip=-1.0).validate()
+
+
+def test_a_flow_config_stored_before_the_faithful_defaults_loads_as_trained():
+    """Exports and run directories written before output_multiplier and loss_weighting existed load
+    with the unscaled output and the unweighted loss they were trained with, not the new defaults."""
+    from diffrl.export import config_from_json
+    from diffrl.policies.flow import FlowPolicyConfig
+
+    old = config_from_json(FlowPolicyConfig, {"hidden": [32, 32], "output_scale": 0.25, "ratio": "per_sample"})
+    assert (old.output_multiplier, old.loss_weighting, old.output_scale, old.hidden) == (1.0, "velocity", 0.25, (32, 32))
+    new = config_from_json(FlowPolicyConfig, {"output_multiplier": 0.25, "loss_weighting": "eps"})
+    assert (new.output_multiplier, new.loss_weighting) == (0.25, "eps")

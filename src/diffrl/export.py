@@ -117,7 +117,9 @@ def config_from_json(config_class: type, fields: dict) -> Any:
 
     A field the class renamed (its optional class attribute ``renamed_fields``, old -> new, or
     old -> (new, "negated") when the convention's sign changed) is read under its new name with a
-    warning, so configs stored before the rename load.
+    warning, so configs stored before the rename load. A field added later and absent from the stored
+    config takes the value of the class attribute ``absent_field_values`` (name -> value), if it has
+    one, rather than its default: the behaviour the stored policy was trained with.
     """
     known = {f.name: f for f in dataclasses.fields(config_class)}
     renamed = {}
@@ -134,6 +136,9 @@ def config_from_json(config_class: type, fields: dict) -> Any:
             new_name, how = renamed.get(name, (name, None))
             converted[new_name] = -value if how == "negated" else value
         fields = converted
+    absent = {k: v for k, v in getattr(config_class, "absent_field_values", {}).items() if k not in fields}
+    if absent:  # fields added after the config was stored: the values it was trained with
+        fields = {**fields, **absent}
     unknown = sorted(set(fields) - set(known))
     if unknown:
         raise ExportError(f"{config_class.__name__} has no field(s) {', '.join(unknown)}: the "

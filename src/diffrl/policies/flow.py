@@ -36,6 +36,7 @@ how far one update moves the ratio, does not grow with d; the velocity network i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -86,6 +87,10 @@ class FlowPolicyConfig:
     sampler's K Euler times {1, 1 - 1/K, ..., 1/K} (FPO's discretize_t_for_training)."""
     squash: str = "clip"
     """Action from the flow's x: 'clip' to [-1, 1] (FPO reference) or 'tanh'."""
+
+    absent_field_values: ClassVar[dict[str, object]] = {"output_multiplier": 1.0, "loss_weighting": "velocity"}
+    """Values a flow config stored before these fields existed loads with (export.config_from_json): the
+    unscaled velocity output and the unweighted CFM loss it was trained with."""
 
     def __post_init__(self):
         if self.ratio not in RATIOS:
