@@ -2,6 +2,7 @@
 small network (N = 4 steps, one hidden layer of 16), exact replay, the init-time prior behaviour
 and the trust-region KL. The chain math itself is oracle-tested in test_dis_chain.py.
 """
+import dataclasses
 import functools
 import math
 
@@ -319,8 +320,19 @@ def test_trust_region_modes_action_and_none():
 
 def test_action_trust_region_config_is_checked():
     with pytest.raises(ValueError, match="kl_samples >= 6"):
-        DiffusionPolicyConfig(trust_region="action", kl_samples=5).validate()  # when the policy is built
-    DiffusionPolicyConfig(trust_region="action", kl_samples=6).validate()
+        DiffusionPolicyConfig(trust_region="action", kl_samples=5).check_trust_region()
+    DiffusionPolicyConfig(trust_region="action", kl_samples=6).check_trust_region()
+    # refused when dime or trudi is built to train, not when a stored policy is loaded to act
+    DiffusionPolicy(DiffusionPolicyConfig(trust_region="action", kl_samples=4), ACT)
+    from diffrl.config import ConfigError
+    from diffrl.core.build import build
+    from diffrl.presets import resolve
+
+    for algo in ("dime", "trudi"):
+        config = resolve(algo, "gymnax/Pendulum-v1", None)
+        config = config.replace(diffusion=dataclasses.replace(config.diffusion, trust_region="action", kl_samples=4))
+        with pytest.raises(ConfigError, match=f"--algo {algo}: .*kl_samples >= 6"):
+            build(config)
     with pytest.raises(ValueError, match="kl_paths='behaviour'"):
         DiffusionPolicyConfig(trust_region="action", kl_samples=8, kl_paths="behaviour")
     with pytest.raises(ValueError, match="trust_region must be one of"):

@@ -53,6 +53,7 @@ def _trudi(config, spec):
     from diffrl.algos.reppo import REPPO
     from diffrl.policies.diffusion import DiffusionPolicy
 
+    config.diffusion.check_trust_region()
     return REPPO(config, spec, DiffusionPolicy(config.diffusion, spec.action_size), name="trudi")
 
 
@@ -63,6 +64,7 @@ def _dime(config, spec):
     from diffrl.algos.reppo import REPPO
     from diffrl.policies.diffusion import DiffusionPolicy
 
+    config.diffusion.check_trust_region()
     return REPPO(config, spec, DiffusionPolicy(config.diffusion, spec.action_size), name="dime")
 
 

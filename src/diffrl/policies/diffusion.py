@@ -167,15 +167,18 @@ class DiffusionPolicyConfig:
         if self.sigma0 <= 0 or self.friction_init <= 0 or (self.dt_init is not None and self.dt_init <= 0):
             raise ValueError("sigma0, friction_init and dt_init must be > 0")
 
-    def validate(self) -> None:
-        check_architecture(self.arch, self.hidden, self.matmul_dtype, "diffusion")
-        # checked here, when the policy is built, not per field: presets and --set change
-        # trust_region and kl_samples one at a time
+    def check_trust_region(self) -> None:
+        """Refuse a trust region that cannot be estimated as configured. Called by the algorithms that
+        train with it (trudi, dime), not per field (presets and --set change trust_region and kl_samples
+        one at a time) nor when a stored policy is loaded to act (the KL plays no part there)."""
         if self.trust_region == "action" and self.kl_samples < dis_chain.MIN_ACTION_KL_SAMPLES:
             raise ValueError("diffusion.trust_region='action' estimates the KL of K old and K new end points' "
                              "moment-matched Gaussians, whose variance is infinite for K < "
                              f"{dis_chain.MIN_ACTION_KL_SAMPLES}: it needs diffusion.kl_samples >= "
                              f"{dis_chain.MIN_ACTION_KL_SAMPLES} (got {self.kl_samples}; the dime preset uses 8)")
+
+    def validate(self) -> None:
+        check_architecture(self.arch, self.hidden, self.matmul_dtype, "diffusion")
         if self.num_steps < 1:
             raise ValueError("diffusion.num_steps must be >= 1")
 
