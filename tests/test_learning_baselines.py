@@ -43,9 +43,11 @@ MEASURED_4_SEEDS = {
 # fpo at 400k steps (the budget before) swung up by 197k on 4 of 4 seeds (-335 -168 -145 -180) and 2 of
 # 4 had lost it by 393k (-972 -162 -217 -679), so it is tested at 200k, where every seed has swung up.
 # fpo++ (its presets) swings up later: -915 -992 -934 -981 at 98k, -408 -678 -191 -826 at 197k (median
-# -543), so it is tested at 400k:
+# -543), so it is tested at 400k. dime since its action KL is estimated without bias at K = 8 (before: the
+# plug-in at K = 4, about 3x the KL of a mean shift): -181 -151 -360 -150 (median -166).
 MEASURED_SINCE_FAITHFUL = {"fpo": "-347 -160 -156 -156 (median -158)",
-                           "fpo++": "-131 -155 -163 -155 (median -155; at 197k in the same run -418 -674 -171 -821)"}
+                           "fpo++": "-131 -155 -163 -155 (median -155; at 197k in the same run -418 -674 -171 -821)",
+                           "dime": "-181 -151 -360 -150 (median -166)"}
 # (median threshold, collapse line): SPO and FPO -400 is 838 above random and 240-250 below the
 # measured medians; -800 (a seed that lost the swing-up) is 620 below their worst seed on the first machine.
 # DPPO: the same thresholds, 217 below its median and 440 below its worst seed (-360).
