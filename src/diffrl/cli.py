@@ -192,7 +192,8 @@ def cmd_train(argv: list[str]) -> int:
                           description="Train an agent. Flags override the preset chosen by --algo/--env/--preset. "
                           "An --out that already holds a run is refused; --move-aside renames that run to "
                           "OUT.old-N first (it is never deleted). Exit status: 0 done, 2 refused, 3 NaN/inf, 4 a write failed, "
-                          "130 SIGINT, 143 SIGTERM.")
+                          "130 SIGINT, 143 SIGTERM. What each algorithm's default preset gives on the 23 DM Control "
+                          "tasks, untuned, with commands and wall-clock: " + EXPECTED_RESULTS + ".")
         if config.preset != defaults.preset:  # --preset on the command line wins over the default
             config = resolve(config.algo, config.env, config.preset)
             config = tyro.cli(TrainConfig, default=config, args=argv, prog="diffrl train")
@@ -382,6 +383,10 @@ def cmd_envs(argv: list[str]) -> int:
     return list_envs(names, build=args.build)
 
 
+EXPECTED_RESULTS = "benchmarks/results/ledger/report/expected.md (docs/benchmarks.md#benchmark-ledger)"
+"""Where the benchmark ledger's per-task expected results are rendered (``benchmarks/ledger.py``)."""
+
+
 def cmd_presets(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="diffrl presets", description="The named presets of tuned settings.")
     p.add_argument("--show", metavar="NAME", default=None,
@@ -420,7 +425,8 @@ def cmd_presets(argv: list[str]) -> int:
             else:
                 yield f"{prefix}{f.name}", value
 
-    print(f"{args.show} (resolved; * = set by the preset, the rest are defaults):")
+    print(f"{args.show} (resolved; * = set by the preset, the rest are defaults; what the default presets give "
+          f"on the DM Control tasks: {EXPECTED_RESULTS}):")
     for name, value in walk(config):
         print(f"  {'*' if name in set_here else ' '} {name} = {value!r}")
     return 0
