@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules when
 
 import ledger_plan  # noqa: E402
 from ledger_records import (SCHEMA, changed_settings, config_hash, curves_from_rows,  # noqa: E402
-                            hashed_settings, read_records)
+                            hashed_settings, ran_under_load, read_records)
 
 ROOT = Path(__file__).resolve().parent / "results" / "ledger"
 RECORDS = ROOT / "records"
@@ -140,6 +140,7 @@ class Estimator:
 
     def seconds(self, cell, config) -> float | None:
         own = [r for r in self.records.values() if r["algo"] == cell.algo and r["task"] == cell.task
+               and not ran_under_load(r)
                and r["config"].get("num_envs") == config.num_envs and r["config"].get("num_steps") == config.num_steps]
         if own:
             r = own[0]
@@ -155,11 +156,12 @@ class Estimator:
         return self._predict(entry, cell, config) * self.calibration(cell.algo)
 
     def calibration(self, algo: str) -> float:
-        """Median of actual / pilot-predicted wall time over this algorithm's finished cells."""
+        """Median of actual / pilot-predicted wall time over this algorithm's finished cells that
+        ran alone (a loaded machine's wall-clock says nothing about a cell's cost)."""
         ratios = []
         for r in self.records.values():
             entry = self._pilot_entry(r["algo"], r["task"]) if r["algo"] == algo else None
-            if entry is None or not r.get("timing"):
+            if entry is None or not r.get("timing") or ran_under_load(r):
                 continue
             cell = ledger_plan.Cell(r["matrix"], r["label"], r["algo"], r["task"], r["env_steps"][-1],
                                     r["base_seed"], r["num_seeds"], num_evals=len(r["env_steps"]) - 1)

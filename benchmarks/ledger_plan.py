@@ -11,8 +11,15 @@ al. 2025, arXiv 2507.11019; the task list of github.com/cvoelcker/reppo's DMC sw
 TruDi, AMDP and PPO, each with the preset ``diffrl train`` picks for the task (untuned), 5
 seeds, one budget: 204,800 env steps per seed (25 PPO iterations of 256 x 32, 200 REPPO/TruDi/
 AMDP iterations of 32 x 32; 5 evaluations after the one at step 0). 204,800 is the smallest
-whole number of PPO iterations above the 200,000 floor; the pilot shows that even this budget
-does not fit the 25 core-hours the matrix was given (``ledger.py plan`` totals it).
+whole number of PPO iterations above the 200,000 floor, and even it does not fit the 25
+core-hours the matrix was given: the pilot (``pilot.json``; one core, single-threaded XLA) puts a
+5-seed REPPO program at 9-10 minutes on the Cartpole, Acrobot, Pendulum and Reacher tasks, 12-15
+on Finger, BallInCup and FishSwim, 24-31 on Hopper and Humanoid and 111 on CheetahRun, whose
+MJX simulation runs at about 160 env steps/s on one core (every algorithm is simulator-bound
+there: the 98k-step ablation runs took 131-150 env steps/s for REPPO, PPO, AMDP and TruDi alike).
+With the ablation's measured cost ratios to REPPO (CartpoleSwingup, learner-bound: PPO 0.23,
+AMDP 0.93, TruDi 2.3; CheetahRun, simulator-bound: 0.97, 0.91, 1.26) the matrix comes to about
+32 core-hours (``ledger.py plan`` totals it from the pilot).
 
 Matrix 2 (``m2``), depth: the trust-region ablation (TruDi's trajectory bound, the action-only
 bound of ``dime``, no bound; REPPO; AMDP's drift bound and none) on CartpoleSwingup and
@@ -42,7 +49,10 @@ M1_SEEDS = 5
 
 # Seeds per cell where five in one program would exceed about 45 minutes of one core, from the
 # pilot (benchmarks/results/ledger/pilot.json): {(algo, task): (seeds of cell 1, seeds of cell 2, ...)}.
-M1_SEED_SPLITS: dict[tuple[str, str], tuple[int, ...]] = {}
+M1_SEED_SPLITS: dict[tuple[str, str], tuple[int, ...]] = {
+    **{(algo, "CheetahRun"): (1, 1, 1, 1, 1) for algo in M1_ALGOS},  # 100-140 min for 5 seeds
+    **{("trudi", task): (3, 2) for task in ("HumanoidRun", "HumanoidStand", "HumanoidWalk")},  # ~42 min for 5
+}
 
 M2_TASKS: tuple[str, ...] = ("CartpoleSwingup", "CheetahRun")
 M2_BUDGET = 1_024_000

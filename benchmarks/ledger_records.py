@@ -150,6 +150,16 @@ def validate_record(record: dict, source: str = "record") -> dict:
     return record
 
 
+def ran_under_load(record: dict) -> bool:
+    """True if the machine's 1-minute load average, at the cell's start or end, exceeded its
+    core count by more than one: other work then shared the cell's core, and its wall-clock
+    overstates what the cell costs alone (its returns are unaffected)."""
+    machine = record.get("machine", {})
+    cores = machine.get("cpu_count") or 1
+    loads = [x[0] for x in machine.get("loadavg_start_end") or [] if x]
+    return any(load > cores + 1 for load in loads)
+
+
 def final_returns(record: dict, sampler: str | None = None) -> list[float]:
     """Per-seed return at the last evaluation of ``sampler`` (default: the policy's first)."""
     sampler = sampler or record["samplers"][0]

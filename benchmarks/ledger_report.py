@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ledger_plan  # noqa: E402
-from ledger_records import final_returns, read_records  # noqa: E402
+from ledger_records import final_returns, ran_under_load, read_records  # noqa: E402
 
 RESAMPLES = 2000
 SEED = 0
@@ -118,7 +118,7 @@ class Run:
         self.final = np.concatenate([final_returns(r) for r in self.records])
         self.curves = np.concatenate([np.asarray(r["curves"][self.sampler]["returns"]) for r in self.records], axis=1)
         self.wall_s = sum(r["timing"]["wall_s"] for r in self.records)
-        self.loaded = any(_ran_under_load(r) for r in self.records)
+        self.loaded = any(ran_under_load(r) for r in self.records)
         self.preset = first.get("preset")
 
     def series(self, name: str) -> np.ndarray | None:
@@ -128,16 +128,6 @@ class Run:
     @property
     def num_seeds(self) -> int:
         return len(self.final)
-
-
-def _ran_under_load(record: dict) -> bool:
-    """True if the machine's 1-minute load average, at the cell's start or end, exceeded its
-    core count by more than one: other work then shared the cell's core, and its wall-clock
-    overstates what the cell costs alone (its returns are unaffected)."""
-    machine = record.get("machine", {})
-    cores = machine.get("cpu_count") or 1
-    loads = [x[0] for x in machine.get("loadavg_start_end") or [] if x]
-    return any(load > cores + 1 for load in loads)
 
 
 def _wall(run: "Run") -> str:
