@@ -10,7 +10,7 @@ STAMP := $(VENV)/.diffrl-installed
 TRAIN_ARGS ?= --algo trudi --env playground/CartpoleBalance --total-env-steps 327680 --num-evals 8
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-host setup-maniskill vulkan-deps train test render-deps clean-venv
+.PHONY: setup setup-host setup-maniskill vulkan-deps train test test-drift render-deps clean-venv
 
 setup: $(STAMP)
 
@@ -85,6 +85,11 @@ train: setup
 # single-threaded training programs, so two processes keep both CPU cores busy.
 test: setup setup-host setup-maniskill
 	JAX_PLATFORMS=cpu MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --dist worksteal $(PYTEST_ARGS)
+
+# Dependency drift (not part of `test`): the newest jax/flax/optax/orbax/mujoco(-mjx) that resolve together,
+# in a separate venv under /tmp (never .venv), then a fast subset of the tests; what broke goes to /tmp/diffrl-drift.
+test-drift:
+	bash scripts/dependency_drift.sh
 
 clean-venv:
 	rm -rf $(VENV)
