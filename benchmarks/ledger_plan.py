@@ -32,16 +32,17 @@ at the on-policy diagnosis' budget (98,304 env steps) and at 4x it.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-M1_TASKS: tuple[str, ...] = (
-    "AcrobotSwingup", "AcrobotSwingupSparse", "BallInCup", "CartpoleBalance", "CartpoleBalanceSparse",
-    "CartpoleSwingup", "CartpoleSwingupSparse", "CheetahRun", "FingerSpin", "FingerTurnEasy",
-    "FingerTurnHard", "FishSwim", "HopperHop", "HopperStand", "HumanoidRun", "HumanoidStand",
-    "HumanoidWalk", "PendulumSwingup", "ReacherEasy", "ReacherHard", "WalkerRun", "WalkerStand",
-    "WalkerWalk",
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules when imported from elsewhere
+
+from suite_settings import PAPER_DMC_TASKS  # noqa: E402
+
+M1_TASKS: tuple[str, ...] = tuple(sorted(task.split("/", 1)[1] for task in PAPER_DMC_TASKS))
+"""The REPPO paper's 23 DM Control tasks (``suite_settings.PAPER_DMC_TASKS``), in alphabetical order."""
 M1_ALGOS: tuple[str, ...] = ("ppo", "reppo", "amdp", "trudi")
 """In run order: the cheaper baselines first, so their rows fill across all tasks soonest."""
 M1_BUDGET = 204_800

@@ -129,11 +129,9 @@ def curves_from_rows(rows: list[dict], samplers: list[str], num_seeds: int) -> d
 
 def validate_record(record: dict, source: str = "record") -> dict:
     """Raise ValueError naming what is missing or inconsistent; return the record."""
-    missing = [k for k in REQUIRED if k not in record]
-    if missing:
-        raise ValueError(f"{source}: missing fields {missing} (schema {SCHEMA})")
-    if record["schema"] != SCHEMA:
-        raise ValueError(f"{source}: schema {record['schema']!r}, expected {SCHEMA!r}")
+    from suite_records import check_schema
+
+    check_schema(record, SCHEMA, REQUIRED, source)
     n, seeds = len(record["env_steps"]), int(record["num_seeds"])
     if n < 2 or len(record["walltime"]) != n:
         raise ValueError(f"{source}: env_steps and walltime must be equal-length lists of >= 2 evaluations")

@@ -104,13 +104,18 @@ def records_from_run_dir(run_dir: str | Path, algo: str, task: str, base_seed: i
     return records
 
 
+def check_schema(record: dict, schema: str, required: tuple[str, ...], source: str) -> None:
+    """ValueError naming the missing fields, or a record of another schema."""
+    missing = [k for k in required if k not in record]
+    if missing:
+        raise ValueError(f"{source}: missing fields {missing} (schema {schema})")
+    if record["schema"] != schema:
+        raise ValueError(f"{source}: schema {record['schema']!r}, expected {schema!r}")
+
+
 def validate_record(record: dict, source: str = "record") -> dict:
     """Raise ValueError naming what is missing or inconsistent; return the record."""
-    missing = [k for k in REQUIRED if k not in record]
-    if missing:
-        raise ValueError(f"{source}: missing fields {missing} (schema {SCHEMA})")
-    if record["schema"] != SCHEMA:
-        raise ValueError(f"{source}: schema {record['schema']!r}, expected {SCHEMA!r}")
+    check_schema(record, SCHEMA, REQUIRED, source)
     n = len(record["returns"])
     if n == 0 or len(record["env_steps"]) != n or len(record["walltime"]) != n:
         raise ValueError(f"{source}: env_steps, walltime and returns must be non-empty lists of equal length")
