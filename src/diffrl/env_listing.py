@@ -31,15 +31,9 @@ def cache_file() -> Path:
 
 def stamp() -> dict[str, str]:
     """The package versions the cached sizes are valid for."""
-    from importlib import metadata
+    from diffrl.core.run_dir import package_versions
 
-    out = {}
-    for name in STAMP_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "-"
-    return out
+    return package_versions(STAMP_PACKAGES, missing="-")
 
 
 def read_cache() -> dict[str, dict]:

@@ -23,14 +23,20 @@ def default_run_dir(env: str, algo: str, root: str = "runs") -> Path:
     return Path(root) / f"{env.replace('/', '_')}-{algo}-{stamp}"
 
 
-def library_versions() -> dict[str, str]:
-    out = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for name in RECORDED_PACKAGES:
+def package_versions(names, missing: str = "not installed") -> dict[str, str]:
+    """{package: installed version, or ``missing``} for each of ``names``."""
+    out = {}
+    for name in names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            out[name] = "not installed"
+            out[name] = missing
     return out
+
+
+def library_versions() -> dict[str, str]:
+    return {"python": sys.version.split()[0], "platform": platform.platform(),
+            **package_versions(RECORDED_PACKAGES)}
 
 
 def cpu_model() -> str:
