@@ -1,8 +1,8 @@
 """``diffrl bench cost``: wall-clock and memory of the diffusion actors as ratios to REPPO.
 
-Project issue 5 (AMDP): the adjoint-matching update costs about 1.1x REPPO's whatever the
-number of diffusion steps N, whereas backpropagating the reverse-KL actor loss through the
-simulated chain (``amdp-backprop``) is reported ~10x slower than AMDP at N=16 and 72-80x at N=128.
+The claim it checks (AMDP, arXiv 2606.22630): the adjoint-matching update costs about 1.1x REPPO's
+whatever the number of diffusion steps N, whereas backpropagating the reverse-KL actor loss through
+the simulated chain (``amdp-backprop``) is reported ~10x slower than AMDP at N=16 and 72-80x at N=128.
 
 For every N of ``--diffusion-steps`` one *group* is timed round-robin in one process: REPPO
 (Gaussian, no N; one compiled program re-timed in every group), then TruDi, AMDP and
@@ -33,8 +33,8 @@ from diffrl.config import ConfigError, TrainConfig
 ALGOS = ("reppo", "trudi", "amdp", "amdp-backprop")
 """The default contenders."""
 OFF_POLICY_ALGOS = ("sac", "dime-off", "amdp-off")
-"""``--setting off-policy``: the replay-buffer family, SAC the baseline (issue: AMDP's off-policy
-setting, whose update must stay flat in N while DIME's reverse-KL update grows)."""
+"""``--setting off-policy``: the replay-buffer family, SAC the baseline (the claim checked: AMDP's
+off-policy update stays flat in N while DIME's reverse-KL update grows)."""
 SETTINGS = {"on-policy": ("reppo", ALGOS), "off-policy": ("sac", OFF_POLICY_ALGOS)}
 """setting -> (baseline of every ratio, default contenders)."""
 KNOWN_ALGOS = ALGOS + ("dime", "dppo", "ppo", "spo", "fpo")
