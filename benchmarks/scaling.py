@@ -7,7 +7,7 @@ Usage:
 For every (algorithm, devices, num_envs) one compiled chunk of ``--iterations``
 training iterations (rollout + update, the algorithm's preset for the env otherwise,
 ``num_steps`` from the preset) is built exactly as the trainer builds it: traced
-under a mesh of that many devices (``diffrl.core.sharding``), env batch split over
+under a mesh of that many devices (``diffrl.sharding``), env batch split over
 it, parameters replicated. Each chunk is then timed ``--repeats`` times, round-robin
 over all contenders so machine noise hits them alike; the best time counts.
 On a CPU the devices are virtual (``jax_num_cpu_devices``, set here before JAX
@@ -44,8 +44,8 @@ def build_chunk(algo: str, env: str, num_envs: int, devices: int, iterations: in
     import jax
 
     from diffrl.core.build import build
-    from diffrl.core.loop import make_components
-    from diffrl.core.sharding import make_mesh, matmul_precision, state_shardings
+    from diffrl.core.loop import make_components, state_shardings
+    from diffrl.sharding import make_mesh, matmul_precision
     from diffrl.presets import resolve
 
     config = resolve(algo, env, None).replace(num_envs=num_envs, num_devices=devices,

@@ -189,7 +189,7 @@ class TrainConfig:
 
     def _device_errors(self) -> list[str]:
         """Problems with --num-devices, --matmul-precision and the multi-host fields."""
-        from diffrl.core.sharding import MATMUL_PRECISIONS
+        from diffrl.sharding import MATMUL_PRECISIONS
 
         errors = []
         if self.matmul_precision not in MATMUL_PRECISIONS:

@@ -7,7 +7,7 @@ and a resumed run continues from exactly the same buffer.
 Layout: every leaf of ``data`` is (capacity, B, ...): ``capacity`` slots of one time step
 for each of the B parallel environments (the rollout's own (T, B, ...) axes, so a rollout
 of T steps is written as T consecutive slots, oldest overwritten first). The env axis B is
-the one split over devices (``diffrl.core.sharding.state_shardings``): each device holds
+the one split over devices (``diffrl.core.loop.state_shardings``): each device holds
 the transitions of its own environments. Sampling draws (slot, env) pairs uniformly over
 the filled slots with one global key, so the same key gives the same minibatch whatever
 the number of devices.
@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from diffrl.core.sharding import shard_env_axis
+from diffrl.sharding import shard_env_axis
 
 
 @struct.dataclass

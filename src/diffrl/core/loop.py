@@ -6,9 +6,10 @@ update. A *chunk* is ``iterations_per_chunk`` iterations in one ``lax.scan``: th
 unit the host loop (``diffrl.core.trainer``) compiles once and calls repeatedly.
 Everything here is pure, so ``train`` can be jitted and vmapped over seeds.
 
-Sharding (``diffrl.core.sharding``): traced under a device mesh, every per-env array
+Sharding (``diffrl.sharding``): traced under a device mesh, every per-env array
 (env state, rollout) is constrained to be split along its env axis over the mesh and
 everything else is left replicated; outside a mesh the constraints are no-ops.
+:func:`state_shardings` says the same of a whole train state, for ``jit``'s in/out shardings.
 """
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 from flax import struct
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from diffrl.algos.base import Algorithm, Rollout
-from diffrl.core.sharding import shard_env_axis
 from diffrl.envs.base import EnvSpec, EnvState
 from diffrl.normalization import RunningStats, init_stats, normalize, update_stats
+from diffrl.replay import ReplayBuffer
+from diffrl.sharding import BATCH_AXIS, shard_env_axis
 
 
 @struct.dataclass
@@ -48,6 +52,26 @@ class Components:
     rollout: Callable[[TrainState, jax.Array], tuple]
     """``rollout(ts, key) -> (env_state, Rollout batch, episode stats, raw obs/rewards)``: the
     iteration's acting phase alone (``diffrl bench cost`` times the update on its batch)."""
+
+
+def state_shardings(state_shape: Any, mesh: Mesh, seed_axis: bool) -> Any:
+    """Shardings of a TrainState (or its ``jax.eval_shape``): the env state split along its
+    env axis (after the leading seed axis when ``seed_axis``), and so are the stored transitions of
+    any replay buffer in the algorithm state (``diffrl.replay``: (capacity, B, ...), each device
+    keeps its own environments' experience); everything else replicated."""
+    replicated = NamedSharding(mesh, P())
+    lead = [None] if seed_axis else []
+    env = NamedSharding(mesh, P(*lead, BATCH_AXIS))
+    stored = NamedSharding(mesh, P(*lead, None, BATCH_AXIS))
+
+    def algo_sharding(node):
+        if isinstance(node, ReplayBuffer):
+            return ReplayBuffer(data=jax.tree.map(lambda _: stored, node.data), position=replicated, size=replicated)
+        return replicated
+
+    out = jax.tree.map(lambda _: replicated, state_shape)
+    algo = jax.tree.map(algo_sharding, state_shape.algo, is_leaf=lambda x: isinstance(x, ReplayBuffer))
+    return out.replace(env_state=jax.tree.map(lambda _: env, state_shape.env_state), algo=algo)
 
 
 def normalise_obs(stats: RunningStats, x: jax.Array, config) -> jax.Array:

@@ -4,7 +4,7 @@ All learning happens in the pure, compiled chunk of ``diffrl.core.loop``; this
 file only moves data to the host between chunks. Seeds are vmapped: every array in
 the train state has a leading ``num_seeds`` axis here.
 
-Everything is traced under the device mesh of ``--num-devices`` (``core.sharding``):
+Everything is traced under the device mesh of ``--num-devices`` (``diffrl.sharding``):
 the env state is split over the devices along its env axis, the rest replicated. In a
 multi-process run every process runs this loop (the compiled chunks are one global
 program); only process 0 writes the run directory.
@@ -28,11 +28,12 @@ from diffrl.config import TrainConfig
 from diffrl.core.build import build
 from diffrl.core.evaluate import make_evaluate
 from diffrl.core.loggers import JsonlLogger, MultiLogger, TensorBoardLogger, WandbLogger
-from diffrl.core.loop import TrainState, make_components
+from diffrl.core.loop import TrainState, make_components, state_shardings
 from diffrl.core.run_dir import (atomic_write_json, default_run_dir, refuse_existing_run, segments_summary,
                                   write_run_record)
 from diffrl.core.run_lock import RunDirLock
-from diffrl.core.sharding import initialize_distributed, local_mesh, make_mesh, matmul_precision, state_shardings, to_host, wait_for_all_processes
+from diffrl.sharding import (initialize_distributed, local_mesh, make_mesh, matmul_precision, to_host,
+                             wait_for_all_processes)
 
 
 class _Silent:
