@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from diffrl.core.loop import normalise_obs
+from diffrl.normalization import normalise_obs
 from diffrl.core.trainer import Trainer
 from diffrl.overrides import set_field
 from diffrl.presets import resolve

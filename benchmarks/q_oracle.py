@@ -27,7 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from diffrl.core.build import build
-from diffrl.core.loop import make_components, normalise_obs
+from diffrl.core.loop import make_components
+from diffrl.normalization import normalise_obs
 from diffrl.overrides import set_field
 from diffrl.presets import resolve
 

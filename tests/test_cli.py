@@ -134,7 +134,7 @@ def test_eval_export_plot_on_a_run(tmp_path, capsys):
     # best-of-k travels with the critic: the export reproduces the trainer's own best-of-k evaluation
     assert (tmp_path / "onnx" / "policy_best-of-k.onnx").exists()
     from diffrl.commands import load_trained
-    from diffrl.core.loop import normalise_obs
+    from diffrl.normalization import normalise_obs
 
     trainer, state, _ = load_trained(str(out))
     seed0 = jax.tree.map(lambda x: x[0], state)

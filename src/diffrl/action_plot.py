@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from diffrl.core.loop import normalise_obs
+from diffrl.normalization import normalise_obs
 
 
 def sample_actions(trainer, state, samplers: list[str], num_states: int, num_samples: int,

@@ -81,6 +81,17 @@ def normalize(
     return z
 
 
+def normalise_obs(stats: RunningStats, x: jax.Array, config) -> jax.Array:
+    """Observation as the networks see it: :func:`normalize` with a run's settings, or ``x`` itself.
+
+    ``config`` is anything with the run's ``normalize_obs``, ``obs_clip`` and ``obs_norm_eps`` (a
+    ``TrainConfig``): the rollout, the evaluation and the host loop all read the three here, so
+    they see the same observation."""
+    if not config.normalize_obs:
+        return x
+    return normalize(stats, x, clip=config.obs_clip, eps=config.obs_norm_eps)
+
+
 def denormalize(stats: RunningStats, z: jax.Array, eps: float = 1e-8) -> jax.Array:
     """Inverse of :func:`normalize` without clipping: ``z * sqrt(var + eps) + mean``."""
     return z * jnp.sqrt(stats.var + eps) + stats.mean

@@ -25,8 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from diffrl.core.loop import TrainState, finish_iteration, make_transition, normalise_obs
-from diffrl.normalization import init_stats, update_stats
+from diffrl.core.loop import TrainState, finish_iteration, make_transition
+from diffrl.normalization import init_stats, normalise_obs, update_stats
 
 
 def host_seed(key: jax.Array) -> int:

@@ -24,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 
 from diffrl.algos.base import Algorithm, Rollout
 from diffrl.envs.base import EnvSpec, EnvState
-from diffrl.normalization import RunningStats, init_stats, normalize, update_stats
+from diffrl.normalization import RunningStats, init_stats, normalise_obs, update_stats
 from diffrl.replay import ReplayBuffer
 from diffrl.sharding import BATCH_AXIS, shard_env_axis
 
@@ -72,13 +72,6 @@ def state_shardings(state_shape: Any, mesh: Mesh, seed_axis: bool) -> Any:
     out = jax.tree.map(lambda _: replicated, state_shape)
     algo = jax.tree.map(algo_sharding, state_shape.algo, is_leaf=lambda x: isinstance(x, ReplayBuffer))
     return out.replace(env_state=jax.tree.map(lambda _: env, state_shape.env_state), algo=algo)
-
-
-def normalise_obs(stats: RunningStats, x: jax.Array, config) -> jax.Array:
-    """Observation as the networks see it (config: normalize_obs, obs_clip, obs_norm_eps)."""
-    if not config.normalize_obs:
-        return x
-    return normalize(stats, x, clip=config.obs_clip, eps=config.obs_norm_eps)
 
 
 def _tree_all_finite(tree) -> jax.Array:
