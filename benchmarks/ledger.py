@@ -188,7 +188,7 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
              keep_run_dir: bool = False) -> dict | None:
     """Train ``cell`` (continuing its scratch run directory's last checkpoint if there is one) and
     write its record; None if it was interrupted (checkpointed; nothing that looks finished)."""
-    from diffrl.core.run_dir import atomic_write_json, library_versions, machine_record, git_commit
+    from diffrl.records import atomic_write_json, library_versions, machine_record, git_commit
     from diffrl.core.trainer import Trainer
     from diffrl.plotting import read_metrics
     from suite import continue_or_restart

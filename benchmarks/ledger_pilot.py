@@ -82,7 +82,7 @@ def pilot(tasks: list[str], reference_tasks: list[str], path: Path, log=print) -
         from ledger import SINGLE_THREAD_XLA
 
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_XLA).strip()
-    from diffrl.core.run_dir import atomic_write_json, library_versions, machine_record
+    from diffrl.records import atomic_write_json, library_versions, machine_record
     from ledger import SCRATCH, cell_config
     from stability import random_return
 

@@ -124,13 +124,13 @@ def measure_cell(algo: str, preset: str, env: str, time_iterations: int = 0, pro
     from diffrl.core.build import build
     from diffrl.core.evaluate import make_evaluate
     from diffrl.core.loop import make_components
-    from diffrl.core.run_dir import config_to_dict
+    from diffrl.records import config_to_json
 
     config = cell_config(algo, preset, env)
     row = {"algo": algo, "preset": preset, "env": env, "num_envs": config.num_envs, "num_steps": config.num_steps,
            "env_steps_per_iteration": config.num_envs * config.num_steps,
            "total_env_steps": config.total_env_steps, "num_evals": config.num_evals,
-           "eval_envs": config.eval_envs, "config": config_to_dict(config), "status": "ok", "error": None}
+           "eval_envs": config.eval_envs, "config": config_to_json(config), "status": "ok", "error": None}
     try:
         env_, algo_, eval_env = build(config)
         comps = make_components(config, env_, algo_)
@@ -537,7 +537,7 @@ def main(argv: list[str]) -> int:
         return 0
     import jax
 
-    from diffrl.core.run_dir import atomic_write_json, git_commit, library_versions
+    from diffrl.records import atomic_write_json, git_commit, library_versions
 
     cells = TIERS[args.tier]
     programs = tuple(args.programs.split(","))

@@ -167,9 +167,9 @@ def _comparable(config_dict: dict) -> dict:
 
 def check_same_config(old: dict, config, where: str) -> None:
     """Refuse (ValueError) to continue a run whose recorded settings differ from ``config``'s."""
-    from diffrl.core.run_dir import config_to_dict
+    from diffrl.records import config_to_json
 
-    new = _comparable(config_to_dict(config))
+    new = _comparable(config_to_json(config))
     old = _comparable(old)
     if old != new:
         changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -196,7 +196,7 @@ def continue_or_restart(run_dir: Path, config) -> tuple:
 
 def run_program(out: Path, algo: str, task: str, config, log=print) -> str:
     """Train one (algo, task) program unless its records exist; -> 'skipped', 'resumed' or 'trained'."""
-    from diffrl.core.run_dir import atomic_write_json
+    from diffrl.records import atomic_write_json
     from diffrl.core.trainer import Trainer
 
     paths = [record_path(out, algo, task, i) for i in range(config.num_seeds)]
@@ -264,9 +264,9 @@ def main(argv=None) -> int:
         jax.config.update("jax_compilation_cache_dir", args.jax_cache)
     out.mkdir(parents=True, exist_ok=True)
     (out / ".gitignore").write_text("# trainer run directories (checkpoints, exported policies)\ntrain/\n")
-    from diffrl.core.run_dir import atomic_write_json, config_to_dict
+    from diffrl.records import atomic_write_json, config_to_json
 
-    atomic_write_json(out / "suite.json", {"settings": config_to_dict(settings), "argv": sys.argv if argv is None
+    atomic_write_json(out / "suite.json", {"settings": config_to_json(settings), "argv": sys.argv if argv is None
                                            else ["benchmarks/suite.py", *argv]})
     t0 = time.perf_counter()
     counts: dict[str, int] = {}

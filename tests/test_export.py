@@ -11,15 +11,14 @@ from diffrl.export import (
     EXPORT_FORMAT,
     POLICY_KINDS,
     ExportError,
-    config_from_json,
     export_from_train_state,
     export_policy,
-    flatten_params,
     load_policy,
     policy_kind_of,
 )
 from diffrl.normalization import init_stats, normalize, update_stats
 from diffrl.policies.gaussian import GaussianPolicy, GaussianPolicyConfig
+from diffrl.records import config_from_json, flatten_params
 
 OBS, ACT, CLIP = 5, 3, 4.0
 

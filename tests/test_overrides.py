@@ -96,7 +96,7 @@ def test_the_old_entropy_target_flag_is_refused_with_the_new_convention(capsys):
 
 def test_a_stored_old_entropy_target_loads_negated():
     from diffrl.algos.reppo_config import REPPOConfig
-    from diffrl.export import config_from_json
+    from diffrl.records import config_from_json
 
     with pytest.warns(UserWarning, match="target_entropy_mult -> entropy_target_mult \\(negated\\)"):
         config = config_from_json(REPPOConfig, {"target_entropy_mult": -0.5, "kl_bound": 0.2})

@@ -189,7 +189,7 @@ def part_cost(plan: Plan, clock: Clock, out: Path, part: dict, save) -> None:
     from diffrl import bench_cost
     from diffrl.bench_cost_report import groups, markdown
 
-    from diffrl.core.run_dir import atomic_write_json
+    from diffrl.records import atomic_write_json
 
     records: list[dict] = []
     part.update(groups=[], skipped=[], device_peak_bytes_after_group={})
@@ -297,7 +297,7 @@ def speed_estimate(plan: Plan, algo: str, sps_part: dict | None) -> float | None
 
 
 def part_learn(plan: Plan, clock: Clock, part: dict, save, sps_part: dict | None, work: Path, out: Path) -> None:
-    from diffrl.core.run_dir import config_to_dict
+    from diffrl.records import config_to_json
     from diffrl.core.trainer import Trainer
 
     part.update(runs=[], skipped=[], reference={"reppo_return": PAPER["reppo_return"],
@@ -320,7 +320,7 @@ def part_learn(plan: Plan, clock: Clock, part: dict, save, sps_part: dict | None
                               out=str(work / algo), checkpoint_every=0, keep_checkpoints=1)
         config.validate()
         run = {"algo": algo, "num_seeds": plan.learn_seeds, "iterations_per_chunk": per_chunk,
-               "share_s": share, "config": config_to_dict(config), "curve": [], "status": "running"}
+               "share_s": share, "config": config_to_json(config), "curve": [], "status": "running"}
         part["runs"].append(run)
         log(clock, f"learn: {algo}, {plan.learn_seeds} seeds, {per_chunk} iterations per chunk, {share:.0f} s")
         trainer = None
@@ -464,7 +464,7 @@ def main(argv=None) -> int:
     import jax
 
     from diffrl.bench_cost import machine
-    from diffrl.core.run_dir import atomic_write_json, git_commit, library_versions
+    from diffrl.records import atomic_write_json, git_commit, library_versions
 
     jax.config.update("jax_compilation_cache_dir", args.jax_cache)
     plan = DRY_RUN if args.dry_run else PAPER_SCALE

@@ -32,8 +32,6 @@ Decisions:
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -46,7 +44,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from diffrl.core.run_dir import atomic_write_json
+from diffrl.records import atomic_write_json, config_to_json, file_sha256, library_versions
 
 CHECKPOINT_FORMAT = 1
 """Version of the on-disk layout; restoring a different version is refused."""
@@ -81,19 +79,11 @@ def _leaf_record(path, leaf) -> dict:
             "key_impl": key_impl}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _file_table(root: Path) -> dict[str, dict]:
     table = {}
     for p in sorted(root.rglob("*")):
         if p.is_file() and p.name != _MANIFEST_FILE:
-            table[p.relative_to(root).as_posix()] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+            table[p.relative_to(root).as_posix()] = {"size": p.stat().st_size, "sha256": file_sha256(p)}
     return table
 
 
@@ -109,12 +99,6 @@ def _checkpointer():
                                                barrier_sync_key_prefix=f"diffrl{me}")
     return ocp, ocp.Checkpointer(ocp.StandardCheckpointHandler(multiprocessing_options=alone),
                                  multiprocessing_options=alone)
-
-
-def _jsonable_config(config: Any) -> Any:
-    if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        config = dataclasses.asdict(config)
-    return json.loads(json.dumps(config, default=str))
 
 
 def _step_dirs(run_dir: Path) -> list[tuple[int, Path]]:
@@ -149,8 +133,6 @@ def save_checkpoint(
 
     Returns the path of the new checkpoint directory.
     """
-    from diffrl.core.run_dir import library_versions
-
     if keep < 1:
         raise ValueError(f"keep must be >= 1 (got {keep})")
     step = int(step)
@@ -175,7 +157,7 @@ def save_checkpoint(
 
     meta = dict(metadata)
     if "config" in meta:
-        meta["config"] = _jsonable_config(meta["config"])
+        meta["config"] = config_to_json(meta["config"])
     if best_metric is not None:
         meta["eval_return"] = float(best_metric)
     meta.update(format=CHECKPOINT_FORMAT, step=step, versions=library_versions(),
@@ -271,7 +253,7 @@ def verify_checkpoint(path: str | Path) -> str | None:
         size = p.stat().st_size
         if size != want["size"]:
             return f"file {rel} has {size} bytes, expected {want['size']} (truncated?)"
-        if _sha256(p) != want["sha256"]:
+        if file_sha256(p) != want["sha256"]:
             return f"file {rel} does not match its sha256 checksum (corrupted)"
     if _METADATA_FILE not in files:
         return f"{_METADATA_FILE} is not covered by the manifest"

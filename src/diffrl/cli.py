@@ -532,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
-    from diffrl.core.run_dir import set_command
+    from diffrl.records import set_command
 
     set_command(["diffrl", *argv])  # what run records store as the command
     if command not in COMMANDS:

@@ -23,7 +23,6 @@ See docs/deployment.md.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
@@ -35,6 +34,7 @@ import numpy as np
 
 from diffrl.export import load_policy, read_policy_info
 from diffrl.normalization import normalize
+from diffrl.records import atomic_write_json, file_sha256
 
 DEPLOY_FILE = "deploy.json"
 FORMATS = ("onnx", "jax")
@@ -84,10 +84,6 @@ def deployable(export_dir: str | Path, sampler: str | None = None) -> tuple[Call
         def fn(obs, noise):
             return policy.eval_action_from_noise(params, prepare(obs), jnp.asarray(noise, jnp.float32), sampler)
     return fn, (None if noise_shape is None else tuple(noise_shape)), {**info, "sampler": sampler}
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def export_onnx(export_dir: str | Path, sampler: str | None = None, path: str | Path | None = None) -> Path:
@@ -224,12 +220,10 @@ def write_deployables(export_dir: str | Path, formats: tuple[str, ...] = FORMATS
         entry["inputs"] = ["obs"] + ([] if noise_shape is None else ["noise"])
         for fmt in formats:
             path = export_onnx(export_dir, sampler) if fmt == "onnx" else export_jax(export_dir, sampler)
-            entry[fmt] = {"file": path.name, "sha256": _sha256(path)}
+            entry[fmt] = {"file": path.name, "sha256": file_sha256(path)}
     record.update(obs_size=info["obs_size"], action_size=info["action_size"], kind=info["kind"],
                   onnx_opset=ONNX_OPSET)
-    tmp = record_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(record_path)
+    atomic_write_json(record_path, record)
     return record
 
 

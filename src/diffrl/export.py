@@ -24,26 +24,24 @@ The policy object is rebuilt from ``kind`` + config through :data:`POLICY_KINDS`
 registry of (module, policy class, config class) names imported lazily, so new policy
 families plug in with :func:`register_policy_kind`. The parameter tree's structure is
 taken from ``jax.eval_shape(policy.init, ...)`` (nothing is computed) and every stored
-array is checked against it by path, shape and dtype.
+array is checked against it by path, shape and dtype. The config and array codecs (and
+:class:`ExportError`) are :mod:`diffrl.records`'s, the ones run records and checkpoints use.
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import importlib
-import io
 import json
-import os
 import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from diffrl.normalization import RunningStats, normalize
 from diffrl.policies.base import renamed_sampler_note
+from diffrl.records import (ExportError, check_params, config_from_json, config_to_json, flatten_params,
+                            library_versions, load_stats, load_tree, npz_bytes, sha256, stats_arrays, write_bytes)
 
 EXPORT_FORMAT = 1
 """Version of the export layout; loading a different version is refused."""
@@ -60,10 +58,6 @@ POLICY_KINDS: dict[str, tuple[str, str, str]] = {
 }
 """kind -> (module, policy class name, config class name); the policy is built as
 ``Policy(Config(**fields), action_size)``."""
-
-
-class ExportError(RuntimeError):
-    """An export directory cannot be loaded (other format, corrupt, unknown kind)."""
 
 
 def register_policy_kind(kind: str, module: str, policy_class: str, config_class: str) -> None:
@@ -88,114 +82,6 @@ def policy_kind_of(policy: Any) -> str:
             return kind
     raise ExportError(f"{cls.__module__}.{cls.__name__} is not a registered policy kind "
                       f"({', '.join(POLICY_KINDS)}); use diffrl.export.register_policy_kind")
-
-
-# ----------------------------------------------------------------------------- config <-> JSON
-def _config_to_json(config: Any) -> dict:
-    if not dataclasses.is_dataclass(config) or isinstance(config, type):
-        raise TypeError(f"policy_config must be a dataclass instance, got {type(config).__name__}")
-    return json.loads(json.dumps(dataclasses.asdict(config)))
-
-
-def _field_default(f: dataclasses.Field) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return dataclasses.MISSING
-
-
-def _to_tuples(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_to_tuples(v) for v in value)
-    return value
-
-
-def config_from_json(config_class: type, fields: dict) -> Any:
-    """Rebuild a frozen config dataclass: JSON lists become tuples, nested dataclass
-    fields are rebuilt from their default's type; unknown fields are refused.
-
-    A field the class renamed (its optional class attribute ``renamed_fields``, old -> new, or
-    old -> (new, "negated") when the convention's sign changed) is read under its new name with a
-    warning, so configs stored before the rename load. A field added later and absent from the stored
-    config takes the value of the class attribute ``absent_field_values`` (name -> value), if it has
-    one, rather than its default: the behaviour the stored policy was trained with.
-    """
-    known = {f.name: f for f in dataclasses.fields(config_class)}
-    renamed = {}
-    for old, new in getattr(config_class, "renamed_fields", {}).items():
-        new_name, how = (new, None) if isinstance(new, str) else new
-        if old in fields and new_name not in fields:
-            renamed[old] = (new_name, how)
-    if renamed:
-        warnings.warn(f"{config_class.__name__}: stored field(s) read under their new names: "
-                      + ", ".join(f"{old} -> {new}" + (" (negated)" if how == "negated" else "")
-                                  for old, (new, how) in renamed.items()), stacklevel=2)
-        converted = {}
-        for name, value in fields.items():
-            new_name, how = renamed.get(name, (name, None))
-            converted[new_name] = -value if how == "negated" else value
-        fields = converted
-    absent = {k: v for k, v in getattr(config_class, "absent_field_values", {}).items() if k not in fields}
-    if absent:  # fields added after the config was stored: the values it was trained with
-        fields = {**fields, **absent}
-    unknown = sorted(set(fields) - set(known))
-    if unknown:
-        raise ExportError(f"{config_class.__name__} has no field(s) {', '.join(unknown)}: the "
-                          "export was written by a different version of the policy")
-    kwargs = {}
-    for name, value in fields.items():
-        default = _field_default(known[name])
-        if dataclasses.is_dataclass(default) and isinstance(value, dict):
-            kwargs[name] = config_from_json(type(default), value)
-        else:
-            kwargs[name] = _to_tuples(value)
-    return config_class(**kwargs)
-
-
-# ----------------------------------------------------------------------------- params <-> flat
-def _path_name(path) -> str:
-    parts = []
-    for k in path:
-        if isinstance(k, jax.tree_util.DictKey):
-            parts.append(str(k.key))
-        elif isinstance(k, jax.tree_util.GetAttrKey):
-            parts.append(k.name)
-        elif isinstance(k, jax.tree_util.SequenceKey):
-            parts.append(str(k.idx))
-        else:
-            parts.append(str(k))
-    return "/".join(parts)
-
-
-def flatten_params(params: Any) -> dict[str, np.ndarray]:
-    """Pytree -> {"a/b/c": np.ndarray} keyed by the leaves' paths."""
-    flat = {}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
-        name = _path_name(path)
-        if name in flat:
-            raise ValueError(f"two parameters share the path name {name!r}")
-        flat[name] = np.asarray(leaf)
-    return flat
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 # ----------------------------------------------------------------------------- export
@@ -235,38 +121,36 @@ def export_policy(
         raise ValueError(f"sampler {sampler!r} is not one of {policy_kind}'s {policy.samplers}"
                          + renamed_sampler_note([sampler], policy))
     template = _param_shapes(policy, int(obs_size))
-    _check_params(flatten_params(params), template, "params to export")
+    check_params(flatten_params(params), template, "params to export")
     if normalize_obs and obs_stats is None:
         raise ValueError("normalize_obs=True needs obs_stats")
 
-    from diffrl.core.run_dir import library_versions
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    files = {PARAMS_FILE: _npz_bytes(flatten_params(params))}
+    files = {PARAMS_FILE: npz_bytes(flatten_params(params))}
     if obs_stats is not None:
-        stats = {k: np.asarray(getattr(obs_stats, k), np.float32) for k in ("mean", "var", "count")}
+        stats = stats_arrays(obs_stats)
         if stats["mean"].shape != (obs_size,):
             raise ValueError(f"obs_stats.mean has shape {stats['mean'].shape}, expected ({obs_size},) "
                              "(pass ONE seed's statistics)")
-        files[STATS_FILE] = _npz_bytes(stats)
+        files[STATS_FILE] = npz_bytes(stats)
     for name, data in files.items():
-        _write_bytes(out / name, data)
+        write_bytes(out / name, data)
     record = {
         "format": EXPORT_FORMAT,
         "kind": policy_kind,
-        "config": _config_to_json(policy_config),
+        "config": config_to_json(policy_config),
         "action_size": int(action_size),
         "obs_size": int(obs_size),
         "sampler": sampler,
         "samplers": list(policy.samplers),
         "normalizer": {"enabled": bool(normalize_obs), "clip": float(obs_clip), "eps": float(obs_norm_eps)},
         "action_space": "[-1, 1] (the policy's; rescale to the simulator's bounds)",
-        "files": {name: _sha256(data) for name, data in files.items()},
+        "files": {name: sha256(data) for name, data in files.items()},
         "versions": library_versions(),
         "extra": json.loads(json.dumps(extra or {}, default=str)),
     }
-    _write_bytes(out / POLICY_FILE, json.dumps(record, indent=2).encode())  # last: marks completion
+    write_bytes(out / POLICY_FILE, json.dumps(record, indent=2).encode())  # last: marks completion
     return out
 
 
@@ -324,25 +208,13 @@ def export_from_train_state(
         if sampler == "best-of-k":  # the stored default; policy.json is rewritten last, as it was written
             record = json.loads((out / POLICY_FILE).read_text())
             record["sampler"], record["samplers"] = sampler, [*record["samplers"], sampler]
-            _write_bytes(out / POLICY_FILE, json.dumps(record, indent=2).encode())
+            write_bytes(out / POLICY_FILE, json.dumps(record, indent=2).encode())
     return out
 
 
 def _param_shapes(policy: Any, obs_size: int) -> Any:
     """Structure, shapes and dtypes of ``policy.init`` (traced, nothing computed)."""
     return jax.eval_shape(lambda key: policy.init(key, obs_size), jax.random.PRNGKey(0))
-
-
-def _check_params(flat: dict[str, np.ndarray], template: Any, what: str) -> None:
-    want = {name: (tuple(s.shape), np.dtype(s.dtype)) for name, s in
-            ((_path_name(p), leaf) for p, leaf in jax.tree_util.tree_flatten_with_path(template)[0])}
-    missing, extra_names = sorted(set(want) - set(flat)), sorted(set(flat) - set(want))
-    bad = [f"{n}: {flat[n].dtype}{flat[n].shape}, expected {want[n][1]}{want[n][0]}"
-           for n in sorted(set(want) & set(flat)) if (flat[n].shape, flat[n].dtype) != want[n]]
-    if missing or extra_names or bad:
-        lines = ([f"missing {n}" for n in missing] + [f"unexpected {n}" for n in extra_names] + bad)
-        raise ExportError(f"{what} do not match the policy built from the config:\n  "
-                          + "\n  ".join(lines[:8]))
 
 
 # ----------------------------------------------------------------------------- load
@@ -359,29 +231,6 @@ def read_policy_info(export_dir: str | Path) -> dict:
             f"format {EXPORT_FORMAT}. Load it with the diffrl version that wrote it "
             f"({info.get('versions', {}).get('diffrl', 'unknown')}).")
     return info
-
-
-def _load_npz(export_dir: Path, name: str, sha: str) -> dict[str, np.ndarray]:
-    data = (export_dir / name).read_bytes()
-    if _sha256(data) != sha:
-        raise ExportError(f"{export_dir / name} does not match its checksum in {POLICY_FILE} "
-                          "(truncated or modified)")
-    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        return {k: npz[k] for k in npz.files}
-
-
-def load_tree(export_dir: Path, name: str, sha: str, template: Any) -> Any:
-    """The parameter pytree stored in ``name`` (checksum, paths, shapes and dtypes checked)."""
-    flat = _load_npz(export_dir, name, sha)
-    _check_params(flat, template, f"arrays in {export_dir / name}")
-    paths, treedef = jax.tree_util.tree_flatten_with_path(template)
-    return jax.tree_util.tree_unflatten(treedef, [jnp.asarray(flat[_path_name(p)]) for p, _ in paths])
-
-
-def load_stats(export_dir: Path, name: str, sha: str) -> RunningStats:
-    """Normaliser statistics stored in ``name`` (checksum checked)."""
-    s = _load_npz(export_dir, name, sha)
-    return RunningStats(mean=jnp.asarray(s["mean"]), var=jnp.asarray(s["var"]), count=jnp.asarray(s["count"]))
 
 
 def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
@@ -414,10 +263,10 @@ def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
                             "export)" if sampler == BEST_OF_K else "")
                          + renamed_sampler_note([sampler], policy))
 
-    params = load_tree(export_dir, PARAMS_FILE, info["files"][PARAMS_FILE],
-                       _param_shapes(policy, int(info["obs_size"])))
+    params = load_tree(export_dir / PARAMS_FILE, info["files"][PARAMS_FILE],
+                       _param_shapes(policy, int(info["obs_size"])), POLICY_FILE)
     norm = info["normalizer"]
-    stats = load_stats(export_dir, STATS_FILE, info["files"][STATS_FILE]) if norm["enabled"] else None
+    stats = load_stats(export_dir / STATS_FILE, info["files"][STATS_FILE], POLICY_FILE) if norm["enabled"] else None
     clip, eps = float(norm["clip"]), float(norm["eps"])
 
     critic = None

@@ -24,7 +24,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from diffrl.records import (ExportError, check_params, config_from_json, config_to_json, flatten_params, load_stats,
+                            load_tree, npz_bytes, sha256, stats_arrays, write_bytes)
 
 BEST_OF_K = "best-of-k"
 CRITIC_FILE = "critic.json"
@@ -36,19 +38,18 @@ def export_critic(out_dir: str | Path, critic_config: Any, critic_params: Any, c
                   obs_size: int, action_size: int, best_of_k: int, acting_sampler: str) -> Path:
     """Write the critic files next to an existing export (``critic.json`` last)."""
     from diffrl.critics.categorical import CategoricalCritic
-    from diffrl.export import _check_params, _config_to_json, _npz_bytes, _sha256, _write_bytes, flatten_params
 
     out = Path(out_dir)
     template = _critic_template(CategoricalCritic(critic_config), obs_size, action_size)
-    _check_params(flatten_params(critic_params), template, "critic params to export")
-    stats = {k: np.asarray(getattr(critic_obs_stats, k), np.float32) for k in ("mean", "var", "count")}
-    files = {CRITIC_PARAMS_FILE: _npz_bytes(flatten_params(critic_params)), CRITIC_STATS_FILE: _npz_bytes(stats)}
+    check_params(flatten_params(critic_params), template, "critic params to export")
+    files = {CRITIC_PARAMS_FILE: npz_bytes(flatten_params(critic_params)),
+             CRITIC_STATS_FILE: npz_bytes(stats_arrays(critic_obs_stats))}
     for name, data in files.items():
-        _write_bytes(out / name, data)
-    record = {"config": _config_to_json(critic_config), "obs_size": int(obs_size), "action_size": int(action_size),
+        write_bytes(out / name, data)
+    record = {"config": config_to_json(critic_config), "obs_size": int(obs_size), "action_size": int(action_size),
               "best_of_k": int(best_of_k), "acting_sampler": acting_sampler,
-              "files": {name: _sha256(data) for name, data in files.items()}}
-    _write_bytes(out / CRITIC_FILE, json.dumps(record, indent=2).encode())
+              "files": {name: sha256(data) for name, data in files.items()}}
+    write_bytes(out / CRITIC_FILE, json.dumps(record, indent=2).encode())
     return out
 
 
@@ -62,7 +63,6 @@ class ExportedCritic:
 
     def __init__(self, export_dir: str | Path, normalizer: dict):
         from diffrl.critics.categorical import CategoricalCritic, CriticConfig
-        from diffrl.export import ExportError, config_from_json, load_stats, load_tree
 
         export_dir = Path(export_dir)
         try:
@@ -72,9 +72,10 @@ class ExportedCritic:
         self.info = info
         self.k, self.acting_sampler = int(info["best_of_k"]), info["acting_sampler"]
         self.critic = CategoricalCritic(config_from_json(CriticConfig, info["config"]))
-        self.params = load_tree(export_dir, CRITIC_PARAMS_FILE, info["files"][CRITIC_PARAMS_FILE],
-                                _critic_template(self.critic, int(info["obs_size"]), int(info["action_size"])))
-        self.stats = load_stats(export_dir, CRITIC_STATS_FILE, info["files"][CRITIC_STATS_FILE])
+        self.params = load_tree(export_dir / CRITIC_PARAMS_FILE, info["files"][CRITIC_PARAMS_FILE],
+                                _critic_template(self.critic, int(info["obs_size"]), int(info["action_size"])),
+                                CRITIC_FILE)
+        self.stats = load_stats(export_dir / CRITIC_STATS_FILE, info["files"][CRITIC_STATS_FILE], CRITIC_FILE)
         self.enabled = bool(normalizer["enabled"])
         self.clip, self.eps = float(normalizer["clip"]), float(normalizer["eps"])
 

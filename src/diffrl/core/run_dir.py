@@ -1,88 +1,28 @@
-"""Run directories and run records: resolved config, library versions, machine, git commit."""
+"""Run directories: where a run is written, refusing to start inside another, and its config read back.
+
+What a run directory holds (``config.json``'s run record and the codecs it is written with) is
+:mod:`diffrl.records`, a ground-floor module; this one knows ``TrainConfig`` and the algorithms,
+so it is the one that turns a stored record back into the config a run trains with.
+"""
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import platform
-import subprocess
-import sys
 import time
-import uuid
 import warnings
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-RECORDED_PACKAGES = ("diffrl", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "playground",
-                     "mujoco", "mujoco-mjx", "brax", "gymnax", "numpy", "tyro")
+# bench_cost.py (changed elsewhere at the moment) still imports these from here; they are
+# diffrl.records' own, re-exported until it imports them from there.
+from diffrl.records import atomic_write_json, git_commit, library_versions  # noqa: F401
+from diffrl.records import config_to_json as config_to_dict  # noqa: F401
 
 
 def default_run_dir(env: str, algo: str, root: str = "runs") -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path(root) / f"{env.replace('/', '_')}-{algo}-{stamp}"
-
-
-def package_versions(names, missing: str = "not installed") -> dict[str, str]:
-    """{package: installed version, or ``missing``} for each of ``names``."""
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = missing
-    return out
-
-
-def library_versions() -> dict[str, str]:
-    return {"python": sys.version.split()[0], "platform": platform.platform(),
-            **package_versions(RECORDED_PACKAGES)}
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo), else what the platform module knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine_record() -> dict[str, Any]:
-    """What besides the code and config decides a run's float rounding, and so its per-seed curves:
-    the CPU (x86 models round differently: a learning run's seeds can end apart on two machines),
-    the core count and the XLA flags the run was started with."""
-    return {"cpu": cpu_model(), "cpu_count": os.cpu_count(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "jax_platforms": os.environ.get("JAX_PLATFORMS", "")}
-
-
-def git_commit() -> str | None:
-    here = Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
-                             timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def config_to_dict(config: Any) -> dict:
-    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write JSON so that a crash never leaves a half-written file."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class RunDirInUse(ValueError):
@@ -128,111 +68,6 @@ def move_aside(run_dir: str | Path) -> Path:
     return target
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-SEGMENT_IGNORED = ("resume", "out", "chunk_iterations")
-"""Fields every resume sets (where and how to resume), not settings the run trains with."""
-
-
-def config_changes(before: dict, after: dict) -> dict[str, list]:
-    """{dotted field: [old, new]} of the settings that differ between two config dicts."""
-    a, b = _flat(before), _flat(after)
-    return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b))
-            if a.get(k) != b.get(k) and k not in SEGMENT_IGNORED}
-
-
-_COMMAND: list[str] | None = None
-
-
-def set_command(argv: list[str]) -> None:
-    """Record the command line a run is started with (``diffrl.cli.main`` calls it with the
-    arguments it parses, which are ``sys.argv`` only when run from a shell)."""
-    global _COMMAND
-    _COMMAND = list(argv)
-
-
-def current_command() -> list[str]:
-    """The command of the run being started: the one :func:`set_command` recorded, else sys.argv."""
-    return list(_COMMAND) if _COMMAND is not None else list(sys.argv)
-
-
-def _segments(previous: dict | None, config: dict, began_at: int) -> list[dict]:
-    """The run's segments so far plus the one starting now at env step ``began_at``.
-
-    Segments that began at or after ``began_at`` were trained past the restored checkpoint
-    (their steps are recomputed now, their rows were dropped from metrics.jsonl): they are
-    superseded by this one. A record written before segments were kept becomes one segment."""
-    old = []
-    if previous:
-        old = previous.get("segments") or [{
-            "began_at_env_steps": 0, "config": previous.get("config", {}), "command": previous.get("command"),
-            "created": previous.get("created"), "git_commit": previous.get("git_commit"), "changed": {}}]
-    old = [s for s in old if s["began_at_env_steps"] < began_at]
-    changed = config_changes(old[-1]["config"], config) if old else {}
-    return old + [{"began_at_env_steps": began_at, "config": config, "command": current_command(),
-                   "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": git_commit(),
-                   "changed": changed}]
-
-
-def read_run_record(run_dir: str | Path) -> dict | None:
-    """config.json of a run directory as a dict (None when absent or unreadable)."""
-    try:
-        return json.loads((Path(run_dir) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def write_run_record(run_dir: Path, config: Any, extra: dict | None = None, began_at: int = 0) -> dict:
-    """Write config.json: the resolved config and command of the segment starting now at env
-    step ``began_at`` (0: a new run), after the segments a resumed run already had.
-
-    A resume may change settings (a larger budget, a new learning rate): the top-level
-    ``config`` is the one in force now, ``segments`` keeps every earlier one and its command,
-    so the first segment's settings are never lost. ``run_id`` names the run for its
-    checkpoints (pruning touches only this run's own)."""
-    previous = read_run_record(run_dir) if began_at > 0 or getattr(config, "resume", None) else None
-    resolved = config_to_dict(config)
-    record = {
-        "config": resolved,
-        "versions": library_versions(),
-        "machine": machine_record(),
-        "git_commit": git_commit(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": current_command(),
-        "run_id": (previous or {}).get("run_id") if previous else uuid.uuid4().hex,
-        "segments": _segments(previous, resolved, began_at),
-    }
-    if extra:
-        record.update(extra)
-    atomic_write_json(Path(run_dir) / "config.json", record)
-    return record
-
-
-def segments_summary(record: dict | None) -> list[dict]:
-    """The segments of a run record without their full configs: where each began, its command
-    and what it changed (for summary.json and ``diffrl eval``)."""
-    return [{k: s.get(k) for k in ("began_at_env_steps", "command", "changed")}
-            for s in (record or {}).get("segments", [])]
-
-
-def describe_segments(record: dict | None) -> list[str]:
-    """One line per segment: the env step it began at, its command, and the settings it changed."""
-    lines = []
-    for s in segments_summary(record):
-        command = " ".join(map(str, s["command"] or []))
-        changed = "; ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in (s["changed"] or {}).items())
-        lines.append(f"from {s['began_at_env_steps']:,} env steps: {command}" + (f" (changed {changed})" if changed else ""))
-    return lines
-
-
 def load_run_config(run_dir: str | Path):
     """The TrainConfig a run directory was trained with (from its config.json).
 
@@ -242,7 +77,7 @@ def load_run_config(run_dir: str | Path):
     """
     from diffrl.algos import without_unused_settings
     from diffrl.config import RENAMED_EVAL_SAMPLERS, TrainConfig
-    from diffrl.export import config_from_json
+    from diffrl.records import config_from_json
 
     path = Path(run_dir) / "config.json"
     if not path.exists():

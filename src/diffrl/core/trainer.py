@@ -29,9 +29,9 @@ from diffrl.core.build import build
 from diffrl.core.evaluate import make_evaluate
 from diffrl.core.loggers import JsonlLogger, MultiLogger, TensorBoardLogger, WandbLogger
 from diffrl.core.loop import TrainState, make_components, state_shardings
-from diffrl.core.run_dir import (atomic_write_json, default_run_dir, refuse_existing_run, segments_summary,
-                                  write_run_record)
+from diffrl.core.run_dir import default_run_dir, refuse_existing_run
 from diffrl.core.run_lock import RunDirLock
+from diffrl.records import atomic_write_json, segments_summary, write_run_record
 from diffrl.sharding import (initialize_distributed, local_mesh, make_mesh, matmul_precision, to_host,
                              wait_for_all_processes)
 

@@ -144,7 +144,7 @@ class DiffusionPolicyConfig:
     """dual_log_prob: 'running_cost' (ell - log p0(x_0), reference) or 'full' (ell)."""
 
     renamed_fields: ClassVar[dict[str, str]] = {"ode_coef": "noise_free_coef"}
-    """Old -> new field names; configs stored under an old name load (export.config_from_json)."""
+    """Old -> new field names; configs stored under an old name load (records.config_from_json)."""
 
     def __post_init__(self):
         if self.squash not in dis_chain.SQUASHES:

@@ -89,7 +89,7 @@ class FlowPolicyConfig:
     """Action from the flow's x: 'clip' to [-1, 1] (FPO reference) or 'tanh'."""
 
     absent_field_values: ClassVar[dict[str, object]] = {"output_multiplier": 1.0, "loss_weighting": "velocity"}
-    """Values a flow config stored before these fields existed loads with (export.config_from_json): the
+    """Values a flow config stored before these fields existed loads with (records.config_from_json): the
     unscaled velocity output and the unweighted CFM loss it was trained with."""
 
     def __post_init__(self):
