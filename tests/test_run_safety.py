@@ -69,14 +69,14 @@ def test_move_aside_keeps_the_old_run_and_starts_afresh(run):
 
 
 def test_pruning_never_touches_another_runs_checkpoints(tmp_path):
-    from diffrl.checkpoint import _step_dirs, latest_valid_checkpoint, save_checkpoint
+    from diffrl.checkpoint import latest_valid_checkpoint, save_checkpoint, step_dirs
 
     state = {"w": np.arange(4.0)}
     for step in (100, 200):  # a foreign run's checkpoints, with higher step numbers
         save_checkpoint(tmp_path, step, state, {"run_id": "other"}, keep=2)
     for step in (1, 2, 3):
         save_checkpoint(tmp_path, step, state, {"run_id": "mine"}, keep=2)
-    assert [s for s, _ in _step_dirs(tmp_path)] == [2, 3, 100, 200]
+    assert [s for s, _ in step_dirs(tmp_path)] == [2, 3, 100, 200]
     assert latest_valid_checkpoint(tmp_path).name == "200"
 
 
@@ -186,7 +186,7 @@ def test_commands_answer_a_wrong_directory_in_one_line(tmp_path, capsys, command
 
 
 def test_commands_answer_unusable_checkpoints_in_one_line(run, capsys):
-    from diffrl.checkpoint import _step_dirs
+    from diffrl.checkpoint import step_dirs
 
     best = run / "checkpoints" / str(json.loads((run / "checkpoints" / "best.json").read_text())["step"])
     corrupt(best)
@@ -194,11 +194,11 @@ def test_commands_answer_unusable_checkpoints_in_one_line(run, capsys):
                        ("actions", ["--out", str(run / "a.png")])):
         one_line_refusal(capsys, [name, str(run), "--checkpoint", "best", *rest],
                          "best checkpoint", "unusable", "use --checkpoint latest")
-    for _, path in _step_dirs(run):
+    for _, path in step_dirs(run):
         if path != best:
             corrupt(path)
     one_line_refusal(capsys, ["eval", str(run)],
-                     f"has no valid checkpoint: all {len(_step_dirs(run))} failed verification")
+                     f"has no valid checkpoint: all {len(step_dirs(run))} failed verification")
 
 
 @pytest.mark.parametrize("video, message", [("clip.avi", "unsupported format '.avi'; use .gif"),

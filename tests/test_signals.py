@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from diffrl.checkpoint import _step_dirs, verify_checkpoint
+from diffrl.checkpoint import step_dirs, verify_checkpoint
 
 LONG = ["--algo", "ppo", "--env", "gymnax/Pendulum-v1", "--total-env-steps", str(4000 * 512), "--num-envs", "16",
         "--num-steps", "32", "--num-evals", "4000", "--eval-envs", "4", "--ppo.num-minibatches", "4",
@@ -57,7 +57,7 @@ def finish(proc, within):
 
 
 def assert_checkpoints_verify(out):
-    steps = _step_dirs(out)
+    steps = step_dirs(out)
     assert steps, "no checkpoint"
     for _, path in steps:
         assert verify_checkpoint(path) is None, path
@@ -72,7 +72,7 @@ def test_sigint_is_acknowledged_then_checkpoints_and_exits_130(tmp_path):
              "the acknowledgement", timeout=5)
     assert finish(proc, 60) == 130, log.read_text()
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["interrupted"] and int(_step_dirs(out)[-1][0]) == summary["env_steps"]
+    assert summary["interrupted"] and int(step_dirs(out)[-1][0]) == summary["env_steps"]
     assert_checkpoints_verify(out)
 
 
@@ -86,7 +86,7 @@ def test_a_second_sigint_stops_at_once_writing_nothing_half(tmp_path):
     proc.send_signal(signal.SIGINT)
     assert finish(proc, 10) == 130, log.read_text()
     assert "SIGINT again: stopping now; the last complete checkpoint is kept" in log.read_text()
-    assert not _step_dirs(out) and not list((out / "checkpoints").glob(".tmp-*")) if (out / "checkpoints").exists() \
+    assert not step_dirs(out) and not list((out / "checkpoints").glob(".tmp-*")) if (out / "checkpoints").exists() \
         else True
     for line in (out / "metrics.jsonl").read_text().splitlines():
         json.loads(line)  # no half-written row

@@ -98,9 +98,9 @@ def cmd_actions(argv: list[str]) -> int:
                                 description="Plot the action distribution of a trained run at chosen states.")
     p.add_argument("run_dir")
     p.add_argument("--out", required=True, help="figure file (png, pdf, svg)")
-    from diffrl.commands import _sampler_list
+    from diffrl.commands import sampler_list
 
-    p.add_argument("--sampler", action="append", default=None, type=_sampler_list,
+    p.add_argument("--sampler", action="append", default=None, type=sampler_list,
                    help="sampler(s) to draw with: repeat the flag or separate names with commas; default: every sampler of the policy")
     p.add_argument("--states", type=int, default=3, help="number of states (rows)")
     p.add_argument("--samples", type=int, default=2000, help="actions per state and sampler")

@@ -101,7 +101,8 @@ def _checkpointer():
                                  multiprocessing_options=alone)
 
 
-def _step_dirs(run_dir: Path) -> list[tuple[int, Path]]:
+def step_dirs(run_dir: Path) -> list[tuple[int, Path]]:
+    """``(step, path)`` of every checkpoint directory of ``run_dir``, oldest first (verified or not)."""
     root = Path(run_dir) / CHECKPOINTS_DIR
     if not root.is_dir():
         return []
@@ -223,7 +224,7 @@ def _prune(run_dir: Path, keep: int, run_id: str | None = None) -> None:
     root = run_dir / CHECKPOINTS_DIR
     best = _read_best(root)
     best_step = int(best["step"]) if best is not None else None
-    steps = [(s, p) for s, p in _step_dirs(run_dir) if _run_id(p) == run_id]
+    steps = [(s, p) for s, p in step_dirs(run_dir) if _run_id(p) == run_id]
     for s, p in steps[:-keep]:
         if s != best_step:
             shutil.rmtree(p, ignore_errors=True)
@@ -263,7 +264,7 @@ def verify_checkpoint(path: str | Path) -> str | None:
 def latest_valid_checkpoint(run_dir: str | Path) -> Path | None:
     """Newest checkpoint that passes :func:`verify_checkpoint`; corrupt ones are skipped
     with a :class:`CorruptCheckpointWarning`. ``None`` when there is none."""
-    for step, path in reversed(_step_dirs(Path(run_dir))):
+    for step, path in reversed(step_dirs(Path(run_dir))):
         problem = verify_checkpoint(path)
         if problem is None:
             return path

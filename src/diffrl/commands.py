@@ -22,8 +22,8 @@ import numpy as np
 
 
 
-def _sampler_list(text: str) -> list[str]:
-    """--sampler value: one name or several separated by commas."""
+def sampler_list(text: str) -> list[str]:
+    """--sampler value: one name or several separated by commas (``diffrl eval`` and ``diffrl actions``)."""
     names = [name.strip() for name in text.split(",") if name.strip()]
     if not names:
         raise argparse.ArgumentTypeError("expected a sampler name")
@@ -56,7 +56,7 @@ def choose_checkpoint(run_dir: str | Path, checkpoint: str, note=None) -> Path:
     Skipped corrupt checkpoints are passed to ``note`` (one line each); when none is usable,
     :class:`RunDirError` says why, and names ``--checkpoint latest`` when only the best one is
     unusable."""
-    from diffrl.checkpoint import CorruptCheckpointWarning, _step_dirs, best_checkpoint, latest_valid_checkpoint
+    from diffrl.checkpoint import CorruptCheckpointWarning, best_checkpoint, latest_valid_checkpoint, step_dirs
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CorruptCheckpointWarning)
@@ -75,7 +75,7 @@ def choose_checkpoint(run_dir: str | Path, checkpoint: str, note=None) -> Path:
     if latest is not None:
         why = skipped[0] if skipped else "the run has no best checkpoint (no finite evaluation return was recorded)"
         raise RunDirError(f"{why}; valid latest checkpoints exist: use --checkpoint latest")
-    count = len(_step_dirs(Path(run_dir)))
+    count = len(step_dirs(Path(run_dir)))
     if count == 0:
         raise RunDirError(f"{run_dir} has no checkpoint (the run stopped before writing its first one)")
     raise RunDirError(f"{run_dir} has no valid checkpoint: all {count} failed verification ({skipped[-1]})")
@@ -136,7 +136,7 @@ def open_run(prog: str, run_dir: str, checkpoint: str = "latest", **overrides):
 def cmd_eval(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="diffrl eval", description="Evaluate a trained run.")
     p.add_argument("run_dir")
-    p.add_argument("--sampler", action="append", default=None, type=_sampler_list,
+    p.add_argument("--sampler", action="append", default=None, type=sampler_list,
                    help="evaluation sampler(s): repeat the flag or separate names with commas (--sampler sde,noise-free); default: every sampler the algorithm offers")
     p.add_argument("--episodes", type=int, default=64, help="parallel episodes per seed")
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest")
