@@ -48,7 +48,7 @@ def host_name(task: str) -> str:
 
 
 def sim_alone(task: str, seconds: float) -> float:
-    from diffrl.envs.host_registry import single_env_factory
+    from diffrl.envs.registry import single_env_factory
 
     env = single_env_factory(host_name(task))()
     rng = np.random.default_rng(0)
@@ -65,7 +65,7 @@ def sim_alone(task: str, seconds: float) -> float:
 
 def batched(task: str, num_envs: int, workers: int, seconds: float) -> float:
     from diffrl.envs.host import make_vec_env
-    from diffrl.envs.host_registry import single_env_factory
+    from diffrl.envs.registry import single_env_factory
 
     vec = make_vec_env(single_env_factory(host_name(task)), num_envs, workers)
     try:
@@ -109,7 +109,7 @@ def _gymnasium_env(task: str):
     """A host task as a gymnasium Env (for gymnasium's AsyncVectorEnv)."""
     import gymnasium as gym
 
-    from diffrl.envs.host_registry import single_env_factory
+    from diffrl.envs.registry import single_env_factory
 
     class HostGym(gym.Env):
         def __init__(self):

@@ -81,7 +81,7 @@ def random_return(config, episodes: int = 256, seed: int = 12345) -> float:
     config = config.replace(eval_envs=episodes, num_seeds=1)
     _, _, eval_env = build(config)
     spec = eval_env.spec
-    from diffrl.envs.host_registry import is_host_env
+    from diffrl.envs.registry import is_host_env
 
     if is_host_env(config.env):  # stepped on the host: the host loop's evaluation
         from diffrl.core.host_loop import HostComponents

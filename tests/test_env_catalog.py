@@ -30,7 +30,7 @@ import pytest
 
 from diffrl.envs import registry
 from diffrl.envs.base import check_spec
-from diffrl.envs.host_registry import is_host_env
+from diffrl.envs.registry import is_host_env
 from diffrl.envs.playground import LOCOMOTION_ENVS, PRIVILEGED_OBS_ENVS
 from multiseed import LONG_TESTS, long_only
 
@@ -118,7 +118,7 @@ def _trace(env):
 def _step_host(name, num_steps=5):
     """A host task (dm_control, gymnasium, ManiSkill) through the batch the trainer uses: built, reset, stepped."""
     from diffrl.envs.host import SerialVecEnv
-    from diffrl.envs.host_registry import single_env_factory
+    from diffrl.envs.registry import single_env_factory
 
     vec = SerialVecEnv(single_env_factory(name), num_envs=2)
     spec = vec.spec

@@ -1,5 +1,5 @@
 """Gymnasium vector envs as host batches (diffrl.envs.gym_vector) and host environments registered
-from Python (diffrl.envs.host_registry.register_host)."""
+from Python (diffrl.envs.register_host)."""
 import functools
 import json
 
@@ -11,7 +11,7 @@ gym = pytest.importorskip("gymnasium")
 from diffrl.envs.gym_vector import GymVectorBatch, vector_batch_maker  # noqa: E402
 from diffrl.envs.gymnasium_env import GymnasiumHostEnv  # noqa: E402
 from diffrl.envs.host import SerialVecEnv  # noqa: E402
-from diffrl.envs.host_registry import is_host_env, register_host, unregister_host  # noqa: E402
+from diffrl.envs.registry import is_host_env, register_host, unregister_host  # noqa: E402
 from diffrl.presets import resolve  # noqa: E402
 from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 
@@ -102,7 +102,7 @@ def test_a_listed_task_can_be_overridden_and_a_downloaded_one_added_then_removed
     """register_host over maniskill/ names (no simulator is built here): the registration is what
     single_env_factory hands the workers, and unregistering restores the listing."""
     from diffrl.envs import list_envs, make
-    from diffrl.envs.host_registry import single_env_factory
+    from diffrl.envs.registry import single_env_factory
     from diffrl.envs.maniskill import ManiSkillEnv
 
     default = single_env_factory("maniskill/PushCube-v1")

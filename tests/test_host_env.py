@@ -108,7 +108,7 @@ def test_native_action_matches_the_jax_wrapper():
 
 def test_worker_processes_give_the_serial_result():
     """Same seed and batch: the same steps, whatever the number of workers (dm_control's cartpole)."""
-    from diffrl.envs.host_registry import single_env_factory
+    from diffrl.envs.registry import single_env_factory
 
     make = single_env_factory("dmc/cartpole-swingup")
     actions = np.random.default_rng(0).uniform(-1, 1, (30, 5, 1))
@@ -136,7 +136,7 @@ def test_a_failing_worker_reports_its_error():
     with pytest.raises(HostEnvError, match="RuntimeError: simulator exploded"):
         ProcessVecEnv(_explodes, 2, 1, episode_length=5)
     with pytest.raises(HostEnvError, match="unknown dm_control task"):
-        from diffrl.envs.host_registry import _make_dmc
+        from diffrl.envs.registry import _make_dmc
 
         ProcessVecEnv(functools.partial(_make_dmc, "cartpole-nope"), 2, 1, episode_length=5)
 
@@ -273,7 +273,7 @@ def test_gymnasium_tasks_through_the_batch():
     as a truncation (Reacher-v5: 50 steps) when the batch's limit is longer."""
     from diffrl.envs import registry
     from diffrl.envs.gymnasium_env import GymnasiumHostEnv
-    from diffrl.envs.host_registry import single_env_factory
+    from diffrl.envs.registry import single_env_factory
 
     env = registry.make("gym/HalfCheetah-v5")
     assert (env.spec.obs_size, env.spec.action_size, env.spec.episode_length) == (17, 6, 1000)

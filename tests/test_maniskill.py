@@ -125,7 +125,7 @@ def test_success_is_reported_when_an_episode_ends_and_only_for_tasks_that_have_o
     """The batch carries ManiSkill's success of an episode (any step) on the step it ends; a task
     without one (dm_control) gives NaN, and evaluation then logs no success rate."""
     from diffrl.envs.host import SerialVecEnv
-    from diffrl.envs.host_registry import single_env_factory
+    from diffrl.envs.registry import single_env_factory
 
     vec = SerialVecEnv(single_env_factory("maniskill/PushCube-v1"), num_envs=2, episode_length=3)
     vec.reset(seed=0, spread_counters=False)

@@ -20,7 +20,7 @@ from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CriticConfig
 from diffrl.envs.maniskill import MANISKILL_BACKENDS
 from diffrl.envs.playground import PHYSICS_IMPLS
-from diffrl.envs.host_registry import is_host_env
+from diffrl.envs.registry import is_host_env
 from diffrl.policies.adjoint import AdjointPolicyConfig
 from diffrl.policies.diffusion import RENAMED_SAMPLERS, DiffusionPolicyConfig
 from diffrl.policies.flow import FlowPolicyConfig

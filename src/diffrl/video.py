@@ -186,7 +186,7 @@ def render_rollout(env_name: str, act_fn: Callable, key, num_steps: int, height:
     episode). ``act_fn(obs, key) -> action in [-1, 1]`` sees raw observations.
     Raises :class:`NoRendererError` for tasks without a MuJoCo model (gymnax, toy).
     """
-    from diffrl.envs.host_registry import is_host_env
+    from diffrl.envs.registry import is_host_env
 
     if is_host_env(env_name):
         return render_host_rollout(env_name, act_fn, key, num_steps, height, width, episodes, camera,
@@ -206,7 +206,7 @@ def render_host_rollout(env_name: str, act_fn: Callable, key, num_steps: int, he
     import jax.numpy as jnp
 
     from diffrl.envs.host import native_action
-    from diffrl.envs.host_registry import single_env_factory
+    from diffrl.envs.registry import single_env_factory
 
     env = single_env_factory(env_name)()
     draw = _host_drawer(env, env_name, height, width, camera)

@@ -90,7 +90,8 @@ def build(config: TrainConfig):
     config.validate()
     base = make_base_env(config)
     episode_length = config.episode_length or base.spec.episode_length
-    from diffrl.envs.host_registry import host_env_maker, is_host_env
+    from diffrl.envs.host_registry import host_env_maker
+    from diffrl.envs.registry import is_host_env
 
     if is_host_env(config.env):  # stepped outside JAX: batches are built by diffrl.core.host_loop
         try:

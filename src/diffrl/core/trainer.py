@@ -129,7 +129,7 @@ class Trainer:
         self.env, self.algo, self.eval_env = build(config)  # validates first (device count included)
         self.mesh = make_mesh(config.num_devices)
         self.is_main = jax.process_index() == 0
-        from diffrl.envs.host_registry import is_host_env
+        from diffrl.envs.registry import is_host_env
 
         self.host = is_host_env(config.env)  # stepped outside JAX: diffrl.core.host_loop
         if self.host:

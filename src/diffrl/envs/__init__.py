@@ -11,8 +11,7 @@ Simulator libraries (Playground, Brax, gymnax) are imported only when an env of
 theirs is made. Simulators stepped outside JAX are added with :func:`register_host`.
 """
 from diffrl.envs.base import Env, EnvSpec, EnvState, check_spec
-from diffrl.envs.host_registry import register_host, unregister_host
-from diffrl.envs.registry import describe, list_envs, make, register, unregister
+from diffrl.envs.registry import describe, list_envs, make, register, register_host, unregister, unregister_host
 from diffrl.envs.wrappers import (
     AutoReset,
     EpisodeStats,

@@ -2,14 +2,20 @@
 
 Names are ``<suite>/<task>`` with suites ``playground`` (MuJoCo Playground DM Control
 Suite and locomotion), ``brax``, ``gymnax``, ``toy``, and the host suites ``dmc`` (dm_control), ``gym``
-(gymnasium) and ``maniskill`` (ManiSkill3), stepped outside JAX (``diffrl.envs.host``); users add their own with :func:`register`.
+(gymnasium) and ``maniskill`` (ManiSkill3), stepped outside JAX (``diffrl.envs.host``); users add their own with
+:func:`register` (a JAX environment) or :func:`register_host` (a simulator stepped outside JAX).
 ``make`` returns the bare, unbatched env (wrap it with
 :func:`diffrl.envs.wrappers.wrap` for training; a ``dmc/`` name gives one host env). Listing names imports no simulator;
 the suite's library is imported only when one of its envs is made.
+
+Which names are host environments, and the picklable ``() -> HostEnv`` each is built with
+(:func:`single_env_factory`), are kept here with the other names; how a host environment is then
+batched for training is :mod:`diffrl.envs.host_registry`.
 """
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Callable
 
 from diffrl.envs.base import Env, EnvSpec
@@ -60,9 +66,9 @@ def _toy(cls_name: str) -> EnvFactory:
 
 
 def _host(name: str) -> EnvFactory:
+    """A registry entry that builds ONE host env: ``single_env_factory`` finds a registration that
+    overrides a listed name (:func:`register_host`) before the suite's own maker."""
     def factory(**kwargs):
-        from diffrl.envs.host_registry import single_env_factory
-
         if kwargs:
             raise ValueError(f"{name} takes no constructor arguments (got {sorted(kwargs)})")
         return single_env_factory(name)()
@@ -160,3 +166,93 @@ def unregister(name: str) -> None:
     if name not in _REGISTRY:
         raise _unknown(name)
     del _REGISTRY[name]
+
+
+# ----------------------------------------------------------------------------- host environments
+def _make_dmc(task: str):
+    from diffrl.envs.dmc import DmControlEnv
+
+    return DmControlEnv(task)
+
+
+def _make_gym(task: str):
+    from diffrl.envs.gymnasium_env import GymnasiumHostEnv
+
+    return GymnasiumHostEnv(task)
+
+
+def _make_maniskill(task: str):
+    from diffrl.envs.maniskill import ManiSkillEnv
+
+    return ManiSkillEnv(task)
+
+
+_MAKERS: dict[str, Callable[[str], object]] = {"dmc/": _make_dmc, "gym/": _make_gym, "maniskill/": _make_maniskill}
+"""Each host suite's ``task -> HostEnv`` (module-level functions: picklable for worker processes)."""
+
+HOST_PREFIXES: tuple[str, ...] = tuple(_MAKERS)
+"""Suites of host environments."""
+
+_REGISTERED: dict[str, tuple[Callable[[], object], Callable[[int, int], object] | None]] = {}
+"""Host environments added with :func:`register_host`: name -> (make_env, make_batch)."""
+
+
+def register_host(name: str, make_env: Callable[[], object], make_batch: Callable[[int, int], object] | None = None,
+                  overwrite: bool = False) -> None:
+    """Make a simulator stepped outside JAX trainable as ``--env name`` (Python API).
+
+    Args:
+      name: e.g. ``"my/Task"``; it may also override a listed one (``maniskill/<Task>`` whose assets you
+        downloaded) with ``overwrite=True``.
+      make_env: ``() -> HostEnv`` (``diffrl.envs.host``: ``spec``, ``reset(seed)``, ``step(action)``),
+        one environment. It gives the spec, and the worker processes (``--host-workers N``) build their
+        copies with it, so for N > 0 it must be picklable: a module-level function or a
+        ``functools.partial`` of one (``--host-workers 0`` steps the copies in this process and takes
+        any callable).
+      make_batch: optional ``(num_envs, episode_length) -> HostVecEnv`` for a simulator that batches
+        itself (a gymnasium vector env: ``diffrl.envs.gym_vector``; a GPU scene); it then replaces the
+        copies of ``make_env``.
+    """
+    if not callable(make_env) or (make_batch is not None and not callable(make_batch)):
+        raise TypeError(f"register_host({name!r}): make_env and make_batch must be callable")
+    if name in _REGISTERED and not overwrite:
+        raise ValueError(f"host environment {name!r} is already registered (pass overwrite=True)")
+    # a listed host name (dmc/, gym/, maniskill/) keeps its registry entry, which builds through
+    # single_env_factory and so finds this registration first
+    listed_host = name.startswith(HOST_PREFIXES) and name in _REGISTRY
+    if not listed_host:
+        register(name, _host(name), overwrite=overwrite or name in _REGISTERED)
+    _REGISTERED[name] = (make_env, make_batch)
+
+
+def unregister_host(name: str) -> None:
+    """Remove a name added with :func:`register_host` (a listed host task it overrode comes back)."""
+    if name not in _REGISTERED:
+        raise ValueError(f"{name!r} was not added with register_host")
+    del _REGISTERED[name]
+    if name in _REGISTRY and not (name.startswith(HOST_PREFIXES) and is_builtin(name)):
+        unregister(name)
+
+
+def is_host_env(name: str) -> bool:
+    return name in _REGISTERED or name.startswith(HOST_PREFIXES)
+
+
+def single_env_factory(name: str) -> Callable[[], object]:
+    """A picklable ``() -> HostEnv`` for ``name`` (worker processes build their own envs with it)."""
+    if name in _REGISTERED:
+        return _REGISTERED[name][0]
+    prefix, slash, task = name.partition("/")
+    if slash and prefix + "/" in _MAKERS:
+        return functools.partial(_MAKERS[prefix + "/"], task)
+    raise ValueError(f"{name!r} is not a host environment (suites: {', '.join(HOST_PREFIXES)})")
+
+
+def registered_batch_maker(name: str) -> Callable[[int, int], object] | None:
+    """The ``make_batch`` :func:`register_host` was given for ``name`` (None: none, or not registered)."""
+    return _REGISTERED[name][1] if name in _REGISTERED else None
+
+
+def is_registered_host(name: str) -> bool:
+    """Whether ``name`` was added (or a listed host name overridden) with :func:`register_host`."""
+    return name in _REGISTERED
