@@ -13,6 +13,8 @@ itself on termination, and ``step`` must return the same pytree structure as
 
 Run:  python examples/custom_env.py            (check the env, then a short PPO run)
       python examples/custom_env.py --no-train (only the checks)
+From the command line, by ``module:factory`` (docs/environments.md, "Your own environment"):
+      PYTHONPATH=examples diffrl train --algo ppo --env custom_env:Navigate2D
 """
 from __future__ import annotations
 
@@ -109,8 +111,8 @@ def main() -> None:
     check("user/Navigate2D")
 
     # 2. Train on it by name, exactly as on a built-in env. (The `diffrl` command runs
-    #    in a fresh process that has not imported this file, so it only knows
-    #    built-in names: use the Python API for registered envs.)
+    #    in a fresh process that has not imported this file, so it does not know this
+    #    registration: there, name the class itself, --env custom_env:Navigate2D.)
     if not args.no_train:
         from diffrl.config import TrainConfig
         from diffrl.core.trainer import Trainer

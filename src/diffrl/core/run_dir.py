@@ -22,7 +22,8 @@ from diffrl.records import config_to_json as config_to_dict  # noqa: F401
 
 def default_run_dir(env: str, algo: str, root: str = "runs") -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path(root) / f"{env.replace('/', '_')}-{algo}-{stamp}"
+    # the ':' of a module:factory env name is not allowed in a file name everywhere
+    return Path(root) / f"{env.replace('/', '_').replace(':', '_')}-{algo}-{stamp}"
 
 
 class RunDirInUse(ValueError):

@@ -3,7 +3,8 @@
 Names are ``<suite>/<task>`` with suites ``playground`` (MuJoCo Playground DM Control
 Suite and locomotion), ``brax``, ``gymnax``, ``toy``, and the host suites ``dmc`` (dm_control), ``gym``
 (gymnasium) and ``maniskill`` (ManiSkill3), stepped outside JAX (``diffrl.envs.host``); users add their own with
-:func:`register` (a JAX environment) or :func:`register_host` (a simulator stepped outside JAX).
+:func:`register` (a JAX environment) or :func:`register_host` (a simulator stepped outside JAX), or from
+outside Python with a ``module:factory`` name or a ``diffrl.envs`` entry point (``diffrl.envs.external``).
 ``make`` returns the bare, unbatched env (wrap it with
 :func:`diffrl.envs.wrappers.wrap` for training; a ``dmc/`` name gives one host env). Listing names imports no simulator;
 the suite's library is imported only when one of its envs is made.
@@ -18,6 +19,7 @@ import difflib
 import functools
 from typing import Callable
 
+from diffrl.envs import external
 from diffrl.envs.base import Env, EnvSpec
 from diffrl.envs.brax_envs import BRAX_ENVS
 from diffrl.envs.dmc import DMC_TASKS
@@ -101,8 +103,9 @@ def is_builtin(name: str) -> bool:
 
 
 def list_envs() -> list[str]:
-    """All registered names (built-in and user-registered), in registration order."""
-    return list(_REGISTRY)
+    """All registered names (built-in and user-registered, in registration order), then the names
+    installed packages declare in the ``diffrl.envs`` entry point group."""
+    return list(_REGISTRY) + [name for name in external.entry_point_names() if name not in _REGISTRY]
 
 
 def _prefixes() -> list[str]:
@@ -126,7 +129,8 @@ def _unknown(name: str) -> ValueError:
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     return ValueError(
         f"unknown environment {name!r}.{hint} Names start with one of "
-        f"{', '.join(_prefixes())}; see diffrl.envs.list_envs()."
+        f"{', '.join(_prefixes())}; see diffrl.envs.list_envs(). Your own environment: "
+        "--env module:factory (docs/environments.md)."
     )
 
 
@@ -136,9 +140,12 @@ def make(name: str, **kwargs) -> Env:
     ``kwargs`` go to the env's constructor, e.g. ``make("brax/ant", backend="mjx")``
     or ``make("playground/G1JoystickFlatTerrain", asymmetric=True)``.
     """
-    if name not in _REGISTRY:
+    if name in _REGISTRY:
+        return _REGISTRY[name](**kwargs)
+    factory = external.find_factory(name)  # module:factory, or an installed package's entry point
+    if factory is None:
         raise _unknown(name)
-    return _REGISTRY[name](**kwargs)
+    return external.make(name, factory, **kwargs)
 
 
 def describe(name: str, **kwargs) -> EnvSpec:
