@@ -16,7 +16,7 @@ TINY = ["--env", "toy/MirrorGoals", "--num-envs", "8", "--num-steps", "4", "--re
 
 @pytest.mark.parametrize("args, message", [
     (["--algos", "amdp,ampd"], "did you mean amdp"),
-    (["--algos", "sac"], "choose from reppo, trudi, amdp, amdp-backprop, dime, dppo, ppo, spo, fpo"),
+    (["--algos", "sac"], "choose from reppo, trudi, dime, amdp, amdp-backprop, ppo, spo, fpo, fpo++, dppo"),
     (["--diffusion-steps", "4,0"], "N must be >= 1 (got 0)"),
     (["--diffusion-steps", "4,eight"], "'eight' is not an integer"),
     (["--env", "toy/MirrorGoal"], "Did you mean: toy/MirrorGoals"),

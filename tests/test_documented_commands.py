@@ -10,6 +10,7 @@ included, names a command and only flags that command's parser accepts.
 A command is parsed, not run: the parsers are stopped right after they accept the arguments."""
 import argparse
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,9 @@ PLACEHOLDER = re.compile(r"\[|\||\{|\.\.\.|>|<|\b[A-Z][A-Z_]*\b")
 LIST_OF_COMMANDS = re.compile(r" \| ")  # `diffrl eval | export | plot`: names, checked by test_documented_command_names
 FRAGMENT = re.compile(r"/--")  # `diffrl train --out/--resume`: flags named together, not a command
 
+
+# docs/extending.md runs the examples' own environment and algorithm with PYTHONPATH=examples
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 COMMAND_START = re.compile(r"^(\S+=\S+ )*(taskset -c \S+ )?(diffrl|python -m diffrl\.cli) ")
 
@@ -148,30 +152,31 @@ def command_parser(name: str) -> argparse.ArgumentParser:
     return caught[0]
 
 
-def train_field(flag: str):
+def train_field(flag: str, algo: str | None = None):
     """The type of the config field behind a `diffrl train` flag (tyro's `--section.no-field`
-    negates a boolean), or None for a flag that is not a field; raises ConfigError for an unknown one."""
-    from diffrl.config import ConfigError, TrainConfig
+    negates a boolean), or None for a flag that is not a field; raises ConfigError for an unknown one.
+    ``algo``: the command's --algo, whose own config sections (an algorithm from outside) count too."""
+    from diffrl.config import ConfigError, config_type
     from diffrl.overrides import field_type
 
-    name = flag[2:]
+    name, template = flag[2:], config_type(algo or "ppo")()
     if name in TRAIN_FLAGS_NOT_FIELDS:
         return None
     try:
-        return field_type(TrainConfig(), name)
+        return field_type(template, name)
     except ConfigError:
         head, _, last = name.rpartition(".")
-        if last.startswith("no-") and field_type(TrainConfig(), f"{head}.{last[3:]}".lstrip(".")) is bool:
+        if last.startswith("no-") and field_type(template, f"{head}.{last[3:]}".lstrip(".")) is bool:
             return bool
         raise
 
 
-def accepts(command: str, flag: str) -> bool:
+def accepts(command: str, flag: str, algo: str | None = None) -> bool:
     from diffrl.config import ConfigError
 
     if command == "train":
         try:
-            train_field(flag)
+            train_field(flag, algo)
         except ConfigError:
             return False
         return True
@@ -264,7 +269,8 @@ def test_documented_command_names_and_flags(doc, span):
         if name == "bench cost":
             assert words[1:2] == ["cost"], f"{doc}: diffrl {command}"
         flags = {flag.split("=")[0] for word in words for flag in word.split("/") if flag.startswith("--")}
-        unknown = sorted(flag for flag in flags if not accepts(name, flag))
+        algo = words[words.index("--algo") + 1] if "--algo" in words[:-1] else None
+        unknown = sorted(flag for flag in flags if not accepts(name, flag, algo))
         assert not unknown, f"{doc}: diffrl {command}: diffrl {name} does not take {', '.join(unknown)}"
 
 

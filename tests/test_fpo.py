@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from diffrl.algos import ALGORITHM_SECTIONS, ALGORITHMS
-from diffrl.algos.ppo import POLICY_LOSSES, aspo_policy_loss, ppo_policy_loss, ratio_surrogate, spo_policy_loss
+from diffrl.algos.ppo import aspo_policy_loss, ppo_policy_loss, ratio_surrogate, spo_policy_loss
 from diffrl.core.build import build
 from diffrl.presets import PRESETS, resolve
 
@@ -95,7 +95,7 @@ def test_assembled_minibatch_loss_matches_a_loop_under_both_advantage_signs(algo
     vf_coef x 1/2 mean (V - R)^2 (a flow has no entropy term)."""
     config, spec, ppo = _small(algo)
     c = ppo.c
-    assert ppo.policy_loss is POLICY_LOSSES[algo]
+    assert ppo.policy_loss is {"fpo": ppo_policy_loss, "fpo++": aspo_policy_loss}[algo]
     policy = ppo.policy
     old = ppo.init(jax.random.key(0), spec)
     new_policy = jax.tree_util.tree_map(lambda p: p + 0.05 * jax.random.normal(jax.random.key(5), p.shape),

@@ -38,10 +38,8 @@ COMMANDS = ("diffrl.cli", "diffrl.cli_reference", "diffrl.commands", "diffrl.act
 
 CORE = "diffrl.core"
 
-PENDING_CORE_IMPORTS = {("diffrl.algos.epochs", "diffrl.core.sharding")}
-"""Imports of core/ from below it that wait on a file being changed elsewhere at the moment
-(algos/epochs.py: ``from diffrl.sharding import replicate, shard_env_axis`` is the fix, after which
-core/sharding.py, its re-export, goes too)."""
+PENDING_CORE_IMPORTS: set[tuple[str, str]] = set()
+"""Imports of core/ from below it that are allowed for now (none)."""
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from diffrl.algos import ALGORITHM_SECTIONS, ALGORITHMS
-from diffrl.algos.ppo import POLICY_LOSSES, ppo_policy_loss, spo_policy_loss
+from diffrl.algos.ppo import ppo_policy_loss, spo_policy_loss
 from diffrl.presets import PRESETS, resolve
 
 jax.config.update("jax_platforms", "cpu")
@@ -25,7 +25,12 @@ def test_spo_loss_matches_a_plain_loop():
     loss, frac = spo_policy_loss(jnp.asarray(lp), jnp.asarray(old), jnp.asarray(adv), eps)
     assert float(loss) == pytest.approx(-total / 64, rel=1e-5)
     assert float(frac) == pytest.approx(outside / 64)
-    assert POLICY_LOSSES["spo"] is spo_policy_loss and POLICY_LOSSES["ppo"] is ppo_policy_loss
+    # the registered builds pass the surrogate as a value: SPO is PPO with another surrogate
+    from diffrl.core.build import build
+
+    for algo, surrogate in (("spo", spo_policy_loss), ("ppo", ppo_policy_loss)):
+        _, built, _ = build(resolve(algo, "gymnax/Pendulum-v1", None).replace(num_envs=4, num_steps=4))
+        assert built.policy_loss is surrogate and built.name == algo
 
 
 def test_spo_pulls_a_ratio_back_where_the_clip_goes_flat():

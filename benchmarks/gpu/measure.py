@@ -123,12 +123,13 @@ def request(plan: Plan, num_envs: int | None = None, algos=ALGOS, steps=(16,)):
 def config_for(plan: Plan, algo: str, n: int | None, num_envs: int | None = None):
     """The contender's resolved config exactly as bench cost builds it (one iteration long);
     ``n`` None on a diffusion algorithm keeps its preset's number of steps."""
-    from diffrl.bench_cost import STEPS_CONFIG, contender_config
+    from diffrl.bench_cost import contender_config, steps_section
     from diffrl.presets import resolve
 
-    if algo in STEPS_CONFIG and n is None:
-        n = getattr(resolve(algo, plan.env, f"{algo}-{plan.preset}"), STEPS_CONFIG[algo]).num_steps
-    return contender_config(request(plan, num_envs), algo, n if algo in STEPS_CONFIG else None)
+    section = steps_section(algo)
+    if section and n is None:
+        n = getattr(resolve(algo, plan.env, f"{algo}-{plan.preset}"), section).num_steps
+    return contender_config(request(plan, num_envs), algo, n if section else None)
 
 
 def _median(xs: list[float]) -> float | None:
@@ -238,7 +239,7 @@ def sps_projected_s(row: dict | None, scale: float, plan: Plan) -> float | None:
 def part_sps(plan: Plan, clock: Clock, part: dict, save, cost: dict | None) -> None:
     import sps
 
-    from diffrl.bench_cost import STEPS_CONFIG
+    from diffrl.bench_cost import steps_section
     from diffrl.bench_cost_report import groups
 
     by_n = groups(cost["record"]) if cost and cost.get("record") else {}
@@ -278,7 +279,7 @@ def part_sps(plan: Plan, clock: Clock, part: dict, save, cost: dict | None) -> N
         for name, c in contenders.items():
             s = _median(c["times"])
             part["rows"].append({"num_envs": num_envs, "num_steps": plan.num_steps, "contender": name,
-                                 "diffusion_steps": plan.sps_diffusion_steps if name in STEPS_CONFIG else None,
+                                 "diffusion_steps": plan.sps_diffusion_steps if name != "simulator" and steps_section(name) else None,
                                  "seconds_per_iteration": s, "sps": batch / s, "times": c["times"],
                                  "x_simulator": s / sim if sim else None, "compile_s": c["compile_s"],
                                  "source": c["source"]})

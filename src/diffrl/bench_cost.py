@@ -30,22 +30,52 @@ import jax.numpy as jnp
 
 from diffrl.config import ConfigError, TrainConfig
 
-ALGOS = ("reppo", "trudi", "amdp", "amdp-backprop")
-"""The default contenders."""
-OFF_POLICY_ALGOS = ("sac", "dime-off", "amdp-off")
+def _setting_algos(off_policy: bool) -> tuple[str, ...]:
+    from diffrl.algos.registry import specs
+
+    return tuple(spec.name for spec in specs() if spec.off_policy == off_policy)
+
+
+def _default_contenders(off_policy: bool) -> tuple[str, ...]:
+    from diffrl.algos.registry import specs
+
+    return tuple(spec.name for spec in specs() if spec.off_policy == off_policy and spec.cost_default)
+
+
+def _baseline(off_policy: bool) -> str:
+    """The setting's baseline: its default contender that is compared with nothing else (REPPO, SAC)."""
+    from diffrl.algos.registry import specs
+
+    return next(spec.name for spec in specs()
+                if spec.off_policy == off_policy and spec.cost_default and not spec.cost_baselines)
+
+
+ALGOS = _default_contenders(off_policy=False)
+"""The default contenders (each algorithm's ``cost_default``): REPPO, TruDi, AMDP and its backprop baseline."""
+OFF_POLICY_ALGOS = _setting_algos(off_policy=True)
 """``--setting off-policy``: the replay-buffer family, SAC the baseline (the claim checked: AMDP's
 off-policy update stays flat in N while DIME's reverse-KL update grows)."""
-SETTINGS = {"on-policy": ("reppo", ALGOS), "off-policy": ("sac", OFF_POLICY_ALGOS)}
+SETTINGS = {"on-policy": (_baseline(False), ALGOS), "off-policy": (_baseline(True), _default_contenders(True))}
 """setting -> (baseline of every ratio, default contenders)."""
-KNOWN_ALGOS = ALGOS + ("dime", "dppo", "ppo", "spo", "fpo")
-"""Every algorithm ``--algos`` accepts: also on-policy DIME and DPPO (N steps like TruDi), the
-Gaussian PPO and SPO and the flow policy of FPO (no N: the same program re-timed in every group, as
+KNOWN_ALGOS = _setting_algos(off_policy=False)
+"""Every algorithm ``--algos`` accepts on-policy: also DIME and DPPO (N steps like TruDi), the Gaussian
+PPO and SPO and the flow policies of FPO and FPO++ (no N: the same program re-timed in every group, as
 REPPO). The PPO family's presets run other batches than REPPO's: pass --num-envs/--num-steps."""
-BASELINE = "reppo"
-STEPS_CONFIG = {"trudi": "diffusion", "dime": "diffusion", "dppo": "diffusion", "amdp": "adjoint",
-                "amdp-backprop": "adjoint", "dime-off": "diffusion", "amdp-off": "adjoint"}
-"""Nested config holding each diffusion algorithm's number of steps N (``<prefix>.num_steps``)."""
-FLAG_OWNED = {"algo", "env", "num_envs", "num_steps", "diffusion.num_steps", "adjoint.num_steps"}
+BASELINE = SETTINGS["on-policy"][0]
+
+
+def steps_section(algo: str) -> str | None:
+    """The config section holding ``algo``'s number of denoising steps N (``<section>.num_steps``:
+    its record's ``diffusion_steps``), None for an algorithm without a chain."""
+    from diffrl.algos.registry import get
+
+    field_name = get(algo).diffusion_steps
+    return field_name.split(".")[0] if field_name else None
+
+
+FLAG_OWNED = {"algo", "env", "num_envs", "num_steps"} | {
+    spec_.diffusion_steps for spec_ in __import__("diffrl.algos.registry", fromlist=["specs"]).specs()
+    if spec_.diffusion_steps}
 
 
 @dataclass(frozen=True)
@@ -127,7 +157,7 @@ def parse_algos(text: str, setting: str = "on-policy") -> tuple[str, ...]:
 def _override(config: TrainConfig, item: str) -> TrainConfig:
     from diffrl.overrides import set_field, split_override
 
-    from diffrl.algos import ALGORITHM_SECTIONS, CONFIG_SECTIONS
+    from diffrl.algos.registry import ALGORITHM_SECTIONS, CONFIG_SECTIONS
 
     key, text = split_override(item, "--set")
     if key in FLAG_OWNED:
@@ -143,6 +173,7 @@ def _override(config: TrainConfig, item: str) -> TrainConfig:
 
 def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainConfig:
     """The resolved, validated training config of one contender (raises ConfigError)."""
+    from diffrl.algos.registry import get
     from diffrl.presets import resolve
 
     preset = f"{algo}-{request.preset}" if request.preset else None
@@ -158,9 +189,10 @@ def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainCon
     config = config.replace(total_env_steps=config.batch_size)  # one iteration is what is timed
     if algo in OFF_POLICY_ALGOS:  # the timed update must take its gradient steps, not wait for data
         config = config.replace(offpolicy=dataclasses.replace(config.offpolicy, learning_starts=0))
-    if algo in STEPS_CONFIG:
-        prefix = STEPS_CONFIG[algo]
-        config = config.replace(**{prefix: dataclasses.replace(getattr(config, prefix), num_steps=n)})
+    steps_field = get(algo).diffusion_steps  # e.g. "diffusion.num_steps"; None: no chain to size
+    if steps_field is not None:
+        prefix, name = steps_field.split(".")
+        config = config.replace(**{prefix: dataclasses.replace(getattr(config, prefix), **{name: n})})
     config.validate()
     return config
 
@@ -366,7 +398,7 @@ def machine() -> dict:
 def run(request: CostRequest, configs: dict, command: str, on_group=None) -> dict:
     """Measure every group; ``on_group(record)`` sees the record after each (partial results)."""
     from diffrl.bench_cost_report import with_summaries
-    from diffrl.core.run_dir import config_to_dict, git_commit, library_versions
+    from diffrl.records import config_to_json as config_to_dict, git_commit, library_versions
 
     record = {
         "schema": "diffrl.bench_cost/1", "command": command, "versions": library_versions(),
@@ -454,7 +486,7 @@ def main(argv: list[str]) -> int:
     from pathlib import Path
 
     from diffrl.bench_cost_report import markdown
-    from diffrl.core.run_dir import atomic_write_json
+    from diffrl.records import atomic_write_json
 
     try:
         request, json_path = parse_args(argv)

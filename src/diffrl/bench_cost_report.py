@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import statistics
 
-PAIRS = (("amdp", "reppo"), ("amdp-backprop", "amdp"), ("trudi", "reppo"), ("amdp-backprop", "reppo"),
-         ("dime", "reppo"), ("dime", "trudi"), ("dppo", "reppo"), ("ppo", "reppo"), ("spo", "reppo"),
-         ("fpo", "reppo"), ("amdp-off", "sac"), ("dime-off", "sac"), ("dime-off", "amdp-off"))
-"""(numerator, denominator) of every ratio reported (those whose contenders were measured)."""
-LABELS = {"reppo": "REPPO", "trudi": "TruDi", "amdp": "AMDP", "amdp-backprop": "backprop", "dime": "DIME",
-          "dppo": "DPPO", "ppo": "PPO", "spo": "SPO", "fpo": "FPO", "sac": "SAC", "dime-off": "DIME-off",
-          "amdp-off": "AMDP-off"}
-ORDER = ("reppo", "trudi", "amdp", "amdp-backprop", "dime", "dppo", "ppo", "spo", "fpo", "sac", "amdp-off",
-         "dime-off")
-HEADLINE_PAIRS = (("amdp", "reppo"), ("amdp-backprop", "amdp"), ("trudi", "reppo"), ("amdp-off", "sac"),
-                  ("dime-off", "amdp-off"))
+from diffrl.algos.registry import specs
+
+ORDER = tuple(spec.name for spec in specs())
+"""Contenders in table order (the registry's)."""
+LABELS = {spec.name: spec.label for spec in specs()}
+PAIRS = tuple((spec.name, baseline) for spec in specs() for baseline in spec.cost_baselines)
+"""(numerator, denominator) of every ratio reported (those whose contenders were measured): each
+algorithm's ``cost_baselines``."""
+HEADLINE_PAIRS = tuple((spec.name, baseline) for spec in specs() for baseline in spec.cost_headline)
 
 
 def time_stats(times: list[float]) -> dict | None:

@@ -61,7 +61,7 @@ def unread_flag_errors(argv: list[str], algo: str) -> list[str]:
     The configuration can only compare values with defaults, so ``--diffusion.num-steps 8``
     for PPO (8 being the default) would pass it silently; what was typed is the evidence that
     the user expects the flag to do something."""
-    from diffrl.algos import ALGORITHM_SECTIONS, CONFIG_SECTIONS, UNUSED_SETTINGS
+    from diffrl.algos.registry import ALGORITHM_SECTIONS, CONFIG_SECTIONS, UNUSED_SETTINGS
 
     reads = ALGORITHM_SECTIONS.get(algo)
     if reads is None:
@@ -77,15 +77,25 @@ def unread_flag_errors(argv: list[str], algo: str) -> list[str]:
     return errors
 
 
+def _template(argv: list[str]):
+    """A run config of the class ``--algo`` selects (its own sections included), to read field types."""
+    from diffrl.config import ConfigError, TrainConfig, config_type
+
+    try:
+        return config_type(_preparse(argv)[0])()
+    except (ConfigError, KeyError, ImportError):
+        return TrainConfig()
+
+
 def integer_literals(argv: list[str]) -> list[str]:
     """``argv`` with a whole-number float literal (``1e5``, ``2.5e6``, ``100000.0``) given to an
     integer field rewritten as an integer: budgets are naturally written in scientific notation,
     and tyro's int parser refuses it. Values that are not whole numbers are left for the parser
     to refuse."""
-    from diffrl.config import ConfigError, TrainConfig
+    from diffrl.config import ConfigError
     from diffrl.overrides import field_type
 
-    out, template = list(argv), TrainConfig()
+    out, template = list(argv), _template(argv)
     for i, arg in enumerate(out):
         if not arg.startswith("--"):
             continue
@@ -116,10 +126,10 @@ def flag_values(argv: list[str]) -> list[str]:
     ``--normalize-obs false`` -> ``--no-normalize-obs`` (and ``true`` -> the bare flag) for a
     boolean field, ``--adjoint.hidden 512,512`` -> ``--adjoint.hidden 512 512`` for a tuple
     field, and whole-number float literals for integer fields (:func:`integer_literals`)."""
-    from diffrl.config import ConfigError, TrainConfig
+    from diffrl.config import ConfigError
     from diffrl.overrides import field_type
 
-    template, out, i = TrainConfig(), [], 0
+    template, out, i = _template(argv), [], 0
     while i < len(argv):
         arg = argv[i]
         flag, eq, value = arg.partition("=")
@@ -147,14 +157,16 @@ def flag_values(argv: list[str]) -> list[str]:
 
 def _unknown_algo(algo: str) -> str | None:
     """The one-line answer to an unknown --algo (a typo is named before any other check)."""
-    from diffrl.algos import ALGORITHMS, close_matches
+    from diffrl.algos.registry import UnknownAlgorithm, get
 
-    return None if algo in ALGORITHMS else f"unknown --algo {algo!r}; {close_matches(algo)}"
+    try:
+        get(algo)
+    except UnknownAlgorithm as e:  # names the near names, or why a module:attribute spec names nothing
+        return str(e)
+    return None
 
 
 def cmd_train(argv: list[str]) -> int:
-    import tyro
-
     from diffrl.config import ConfigError, TrainConfig
     from diffrl.presets import resolve
 
@@ -188,7 +200,7 @@ def cmd_train(argv: list[str]) -> int:
             print(f"diffrl train: {e}", file=sys.stderr)
             return 2
     try:
-        config = tyro.cli(TrainConfig, default=defaults, args=argv, prog="diffrl train",
+        config = _parse_config(defaults, argv, prog="diffrl train",
                           description="Train an agent. Flags override the preset chosen by --algo/--env/--preset. "
                           "An --out that already holds a run is refused; --move-aside renames that run to "
                           "OUT.old-N first (it is never deleted). Exit status: 0 done, 2 refused, 3 NaN/inf, 4 a write failed, "
@@ -196,18 +208,31 @@ def cmd_train(argv: list[str]) -> int:
                           "tasks, untuned, with commands and wall-clock: " + EXPECTED_RESULTS + ".")
         if config.preset != defaults.preset:  # --preset on the command line wins over the default
             config = resolve(config.algo, config.env, config.preset)
-            config = tyro.cli(TrainConfig, default=config, args=argv, prog="diffrl train")
+            config = _parse_config(config, argv, prog="diffrl train")
     except ValueError as e:  # a nested config refused its values while being built
         print(f"diffrl train: invalid configuration: {e}", file=sys.stderr)
         return 2
     return _run_training(config, move_aside=move_aside)
 
 
-def _train_resume(argv: list[str]) -> int:
-    """``diffrl train --resume RUN_DIR [--total-env-steps N] [other fields]``."""
+def _parse_config(defaults, argv: list[str], **tyro_args):
+    """``argv`` parsed over ``defaults`` as the flags of ``defaults.algo`` (its run config class with the
+    sections it does not read hidden: diffrl.config.config_type), returned as a plain run config."""
+    import dataclasses
+
     import tyro
 
-    from diffrl.config import TrainConfig
+    from diffrl.config import as_run_config, config_type
+
+    # --help without --algo is the whole reference (docs/cli.md); with --algo, only that algorithm's flags
+    typed_algo = any(a == "--algo" or a.startswith("--algo=") for a in argv)
+    cls = config_type(defaults.algo, for_cli=typed_algo or not ({"-h", "--help"} & set(argv)))
+    default = cls(**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(cls)})
+    return as_run_config(tyro.cli(cls, default=default, args=argv, **tyro_args))
+
+
+def _train_resume(argv: list[str]) -> int:
+    """``diffrl train --resume RUN_DIR [--total-env-steps N] [other fields]``."""
     from diffrl.core.run_dir import resume_config
 
     from diffrl.export import ExportError
@@ -220,7 +245,7 @@ def _train_resume(argv: list[str]) -> int:
     except (FileNotFoundError, ValueError, ExportError) as e:  # ExportError: a config of another version
         print(f"diffrl train: --resume {known.resume}: {e}", file=sys.stderr)
         return 2
-    config = tyro.cli(TrainConfig, default=defaults, args=rest, prog="diffrl train --resume RUN_DIR")
+    config = _parse_config(defaults, rest, prog="diffrl train --resume RUN_DIR")
     problem = _resume_problem(known.resume, config, defaults, rest)
     if problem:
         print(f"diffrl train: {problem}", file=sys.stderr)

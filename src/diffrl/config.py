@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from diffrl.algos import ALGORITHM_SECTIONS, batch_section, unused_setting_errors
+from diffrl.algos.registry import ALGORITHM_SECTIONS, batch_section, find, unused_setting_errors
 from diffrl.algos.ppo_config import PPOConfig
 from diffrl.algos.offpolicy_config import OffPolicyConfig
 from diffrl.algos.reppo_config import REPPOConfig
@@ -22,7 +22,7 @@ from diffrl.envs.maniskill import MANISKILL_BACKENDS
 from diffrl.envs.playground import PHYSICS_IMPLS
 from diffrl.envs.registry import is_host_env
 from diffrl.policies.adjoint import AdjointPolicyConfig
-from diffrl.policies.diffusion import RENAMED_SAMPLERS, DiffusionPolicyConfig
+from diffrl.policies.diffusion import DiffusionPolicyConfig
 from diffrl.policies.flow import FlowPolicyConfig
 from diffrl.policies.gaussian import GaussianPolicyConfig
 
@@ -31,10 +31,18 @@ class ConfigError(ValueError):
     """A configuration that cannot run; raised before compilation."""
 
 
-RENAMED_EVAL_SAMPLERS: dict[str, dict[str, str]] = {"trudi": RENAMED_SAMPLERS, "dime": RENAMED_SAMPLERS}
-"""algo -> {retired sampler name: current name}. Typed names are refused (``core.build``,
-naming the new one); names stored in older run directories are mapped when loaded
-(``core.run_dir.load_run_config``)."""
+class _RenamedSamplers:
+    """algo -> its record's ``renamed_samplers`` (``.get`` as the dict this used to be)."""
+
+    def get(self, algo: str, default=None):
+        spec = find(algo)
+        return dict(spec.renamed_samplers) if spec is not None else default
+
+
+RENAMED_EVAL_SAMPLERS = _RenamedSamplers()
+"""algo -> {retired sampler name: current name} (each algorithm's ``renamed_samplers``). Typed names
+are refused (``core.build``, naming the new one); names stored in older run directories are mapped
+when loaded (``core.run_dir.load_run_config``)."""
 
 
 @dataclass(frozen=True)
@@ -278,3 +286,52 @@ class TrainConfig:
         errors.extend(self._device_errors())
         if errors:
             raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(errors))
+
+
+_CONFIG_TYPES: dict[tuple[str, bool], type] = {}
+
+
+def config_type(algo: str, for_cli: bool = False) -> type[TrainConfig]:
+    """The run config class of ``--algo algo``: :class:`TrainConfig`, plus the sections only that
+    algorithm defines (its record's ``own_sections``: an algorithm registered from outside diffrl).
+
+    ``for_cli``: the class ``diffrl train`` parses, in which the shared sections the algorithm does not
+    read are hidden (``--algo trudi --help`` lists TruDi's flags, not PPO's; typing one is refused with
+    the reason, ``cli.unread_flag_errors``). Convert what it parses with :func:`as_run_config`.
+    """
+    spec = find(algo)
+    if spec is None or (not spec.own_sections and not for_cli):
+        return TrainConfig
+    key = (algo, for_cli)
+    if key not in _CONFIG_TYPES:
+        import tyro
+        from typing import Annotated
+
+        run_fields = {f.name for f in dataclasses.fields(TrainConfig)}
+        clashes = sorted(set(spec.own_sections) & run_fields)
+        if clashes:
+            raise ConfigError(f"--algo {algo}: its own config sections {clashes} would replace run settings")
+        fields = [(name, cls, field(default_factory=cls)) for name, cls in spec.own_sections.items()]
+        if for_cli:
+            from diffrl.algos.registry import CONFIG_SECTIONS
+
+            for f in dataclasses.fields(TrainConfig):
+                if f.name in CONFIG_SECTIONS and f.name not in spec.reads:
+                    hidden = Annotated[f.type if not isinstance(f.type, str) else type(getattr(TrainConfig(), f.name)),
+                                       tyro.conf.Suppress]
+                    fields.append((f.name, hidden, field(default_factory=f.default_factory)))
+        name = "TrainConfig" if not for_cli else f"TrainConfig[{spec.name}]"
+        cls = dataclasses.make_dataclass(name, fields, bases=(TrainConfig,), frozen=True)
+        cls.__doc__ = TrainConfig.__doc__
+        cls.__module__ = __name__
+        _CONFIG_TYPES[key] = cls
+    return _CONFIG_TYPES[key]
+
+
+def as_run_config(config: TrainConfig) -> TrainConfig:
+    """``config`` as an instance of its algorithm's run config class (:func:`config_type`), the same
+    values: what :func:`config_type` ``(for_cli=True)`` parsed becomes a plain run config again."""
+    cls = config_type(config.algo)
+    if type(config) is cls:
+        return config
+    return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})

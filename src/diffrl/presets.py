@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from diffrl.algos import UNUSED_SETTINGS
+from diffrl.algos.registry import UNUSED_SETTINGS
 from diffrl.algos.offpolicy_presets import OFF_POLICY_ALGOS, default_off_policy_preset, off_policy_presets
 from diffrl.config import ConfigError, TrainConfig
 
@@ -485,7 +485,9 @@ def apply_preset(config: TrainConfig, name: str) -> TrainConfig:
 
 def resolve(algo: str, env: str, preset: str | None) -> TrainConfig:
     """Defaults for (algo, env): the named preset, else the tuned default, else plain defaults."""
-    config = TrainConfig(algo=algo, env=env)
+    from diffrl.config import config_type
+
+    config = config_type(algo)(algo=algo, env=env)
     name = preset or default_preset(algo, env)
     if name is not None:
         config = apply_preset(config, name)

@@ -32,6 +32,7 @@ from flax import struct
 
 from diffrl.algos.base import Rollout
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
+from diffrl.algos.spec import AlgorithmSpec
 from diffrl.algos.soft_critic import (SoftActorCritic, critic_batch, critic_optimizer, critic_step, soft_targets,
                                       step_size, total_updates)
 from diffrl.critics.categorical import CategoricalCritic
@@ -175,3 +176,37 @@ def make_amdp(config, spec: EnvSpec) -> AMDP:
     from diffrl.policies.adjoint import AdjointPolicy
 
     return AMDP(config, spec, AdjointPolicy(config.adjoint, spec.action_size))
+
+
+def make_amdp_backprop(config, spec: EnvSpec):
+    """The reverse-KL baseline AMDP is measured against: REPPO's pathwise actor loss (alpha * log-pi bound
+    - Q, backpropagated through the simulated chain) on AMDP's policy and reference process; the trust
+    region uses the path KL of the chain."""
+    from diffrl.algos.reppo import REPPO
+    from diffrl.policies.adjoint import AdjointPolicy
+
+    return REPPO(config, spec, AdjointPolicy(config.adjoint, spec.action_size), name="amdp-backprop")
+
+
+# AMDP shares REPPO's critic, temperature and SGD settings but has its own trust region on the drift
+# (--adjoint.kl-bound, --adjoint.trust-region) and its own entropy target (--adjoint.entropy-target-mult):
+# REPPO's KL multiplier and actor-loss rule do not exist there.
+_REPPO_TRUST_REGION_UNREAD = {
+    "reppo.kl_bound": "its trust-region radius is --adjoint.kl-bound",
+    "reppo.kl_start": "its trust-region multiplier starts at --adjoint.lambda-init",
+    "reppo.kl_min": "its trust-region multiplier is chosen by --adjoint.trust-region",
+    "reppo.entropy_target_mult": "its entropy target is --adjoint.entropy-target-mult",
+    "reppo.actor_loss_mode": "its trust-region rule is --adjoint.trust-region",
+}
+
+SPECS = (
+    AlgorithmSpec("amdp", make_amdp, ("reppo", "adjoint", "critic"), "adjoint", "AMDP",
+                  "AMDP (Thilges et al. 2026): reciprocal adjoint matching, erf squashing, a trust region on "
+                  "the drift", unused_settings=_REPPO_TRUST_REGION_UNREAD, diffusion_steps="adjoint.num_steps",
+                  cost_baselines=("reppo",), cost_headline=("reppo",), cost_default=True),
+    AlgorithmSpec("amdp-backprop", make_amdp_backprop, ("reppo", "adjoint", "critic"), "adjoint", "backprop",
+                  "the reverse-KL update through AMDP's chain that adjoint matching avoids",
+                  diffusion_steps="adjoint.num_steps", cost_baselines=("amdp", "reppo"), cost_headline=("amdp",),
+                  cost_default=True),
+)
+"""AMDP's and its backprop baseline's registrations (diffrl.algos.registry)."""

@@ -66,6 +66,8 @@ import optax
 from flax import struct
 
 from diffrl.algos.base import Rollout
+from diffrl.algos.spec import AlgorithmSpec
+from diffrl.algos.trudi import DPPO_ONLY_SETTINGS
 from diffrl.algos.soft_critic import SoftActorCritic
 from diffrl.critics.crossq import CrossQCritic, atoms, categorical_projection, joint_forward
 from diffrl.envs.base import EnvSpec
@@ -412,3 +414,32 @@ def make_amdp_off(config, spec: EnvSpec) -> AdjointOffPolicy:
     from diffrl.policies.adjoint import AdjointPolicy
 
     return AdjointOffPolicy(config, spec, AdjointPolicy(config.adjoint, spec.action_size))
+
+
+# DIME's off-policy recipe has no trust region; the noise floor and denoising discount are DPPO's.
+_DIME_OFF_UNREAD = {
+    **DPPO_ONLY_SETTINGS,
+    **{f"diffusion.{name}": "dime-off has no trust region (DIME's off-policy recipe)" for name in (
+        "trust_region", "kl_estimator", "kl_samples", "kl_paths")},
+}
+
+SPECS = (
+    AlgorithmSpec("sac", make_sac, ("offpolicy", "gaussian"), "gaussian", "SAC",
+                  "SAC (Haarnoja et al. 2018) on the off-policy core: tanh-Gaussian, automatic temperature",
+                  unused_settings={"gaussian.kl_samples": "SAC has no trust region"}, off_policy=True,
+                  cost_default=True),
+    AlgorithmSpec("amdp-off", make_amdp_off, ("offpolicy", "adjoint"), "adjoint", "AMDP-off",
+                  "AMDP's off-policy setting: reciprocal adjoint matching on replayed terminal actions",
+                  unused_settings={
+                      "adjoint.lambda_init": "off-policy AMDP offers no learned multiplier (--adjoint.trust-region "
+                                             "closed_form or none)",
+                      "adjoint.matching_steps": "each critic step's batch is fresh from the buffer; raise "
+                                                "--offpolicy.utd instead"},
+                  diffusion_steps="adjoint.num_steps", off_policy=True, cost_baselines=("sac",),
+                  cost_headline=("sac",), cost_default=True),
+    AlgorithmSpec("dime-off", make_dime_off, ("offpolicy", "diffusion"), "diffusion", "DIME-off",
+                  "DIME's off-policy recipe (Celik et al. 2025): reverse KL through the chain, replay buffer",
+                  unused_settings=_DIME_OFF_UNREAD, diffusion_steps="diffusion.num_steps", off_policy=True,
+                  cost_baselines=("sac", "amdp-off"), cost_headline=("amdp-off",), cost_default=True),
+)
+"""The off-policy family's registrations (diffrl.algos.registry)."""

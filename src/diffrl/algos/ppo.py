@@ -76,6 +76,7 @@ from flax import struct
 
 from diffrl.algos.base import Rollout
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
+from diffrl.algos.spec import AlgorithmSpec
 from diffrl.envs.base import EnvSpec
 from diffrl.nets.mlp import MLP
 from diffrl.policies import RatioPolicy, require
@@ -118,12 +119,6 @@ def aspo_policy_loss(log_prob, old_log_prob, advantages, eps):
     return -jnp.mean(jnp.where(advantages >= 0, ppo_term, spo_term)), out_frac
 
 
-POLICY_LOSSES = {"ppo": ppo_policy_loss, "spo": spo_policy_loss, "fpo": ppo_policy_loss, "fpo++": aspo_policy_loss,
-                 "dppo": ppo_policy_loss}
-"""Surrogate per algorithm name: (log_prob, old_log_prob, advantages, eps) -> (loss, fraction of
-ratios outside [1 - eps, 1 + eps])."""
-
-
 def ratio_surrogate(policy_loss, log_terms, old_log_terms, advantages, weights, eps, log_ratio_clip=0.0):
     """(N, R), (N, R), (N,), (R,) or None -> the surrogate over every sample and term: term r of
     sample i has log ratio log_terms[i, r] - old_log_terms[i, r] and advantage advantages[i] *
@@ -145,13 +140,18 @@ def ppo_value_loss(values, old_values, returns, clip_eps):
 
 
 class PPO:
-    """PPO; SPO with ``name="spo"``; FPO (``name="fpo"``) and FPO++ (``"fpo++"``) with a flow policy; DPPO
-    with ``name="dppo"`` and a diffusion policy (the surrogate of :data:`POLICY_LOSSES`; the rest is shared)."""
+    """PPO's loop on any policy with ratio terms; ``policy_loss`` is the surrogate, a value: SPO is
+    PPO with :func:`spo_policy_loss`, FPO a flow policy with PPO's clip, FPO++ a flow policy with
+    :func:`aspo_policy_loss`, DPPO a diffusion policy's per-step ratios with PPO's clip.
 
-    def __init__(self, config, spec: EnvSpec, policy, name: str = "ppo"):
+    policy_loss: (log_prob, old_log_prob, advantages, eps) -> (loss, fraction of ratios outside
+    [1 - eps, 1 + eps]).
+    """
+
+    def __init__(self, config, spec: EnvSpec, policy, name: str = "ppo", policy_loss=ppo_policy_loss):
         require(policy, RatioPolicy, name)
         self.name = name
-        self.policy_loss = POLICY_LOSSES[name]
+        self.policy_loss = policy_loss
         self.config = config
         self.c = config.ppo
         self.has_entropy = hasattr(policy, "entropy")
@@ -186,7 +186,7 @@ class PPO:
         return self.value_net.apply(params, critic_obs)[..., 0]
 
     def minibatch_loss(self, params, data, key_ent):
-        """(scalar loss, metrics) of one minibatch: the surrogate of :data:`POLICY_LOSSES` over every
+        """(scalar loss, metrics) of one minibatch: the surrogate ``policy_loss`` over every
         ratio term, + vf_coef x the value loss, - ent_coef x the entropy (if the policy has one).
 
         params: {"policy", "value"}; data: (obs (N, o), critic_obs (N, c), policy aux, old ratio terms
@@ -234,10 +234,15 @@ class PPO:
         return PPOState(params["policy"], params["value"], opt_state), metrics
 
 
-def make_fpo(config, spec: EnvSpec, name: str = "fpo") -> PPO:
+def make_fpo(config, spec: EnvSpec, name: str = "fpo", policy_loss=ppo_policy_loss) -> PPO:
     from diffrl.policies.flow import FlowPolicy
 
-    return PPO(config, spec, FlowPolicy(config.flow, spec.action_size), name=name)
+    return PPO(config, spec, FlowPolicy(config.flow, spec.action_size), name=name, policy_loss=policy_loss)
+
+
+def make_fpo_pp(config, spec: EnvSpec) -> PPO:
+    """FPO++: the flow policy with per-draw ratios (its presets) and the ASPO surrogate."""
+    return make_fpo(config, spec, name="fpo++", policy_loss=aspo_policy_loss)
 
 
 def make_dppo(config, spec: EnvSpec) -> PPO:
@@ -246,7 +251,36 @@ def make_dppo(config, spec: EnvSpec) -> PPO:
     return PPO(config, spec, DiffusionPolicy(config.diffusion, spec.action_size, store_path=True), name="dppo")
 
 
-def make_ppo(config, spec: EnvSpec, name: str = "ppo") -> PPO:
+def make_ppo(config, spec: EnvSpec, name: str = "ppo", policy_loss=ppo_policy_loss) -> PPO:
     from diffrl.policies.gaussian import GaussianPolicy
 
-    return PPO(config, spec, GaussianPolicy(config.gaussian, spec.action_size), name=name)
+    return PPO(config, spec, GaussianPolicy(config.gaussian, spec.action_size), name=name, policy_loss=policy_loss)
+
+
+def make_spo(config, spec: EnvSpec) -> PPO:
+    """SPO: PPO's loop and settings with the quadratic ratio penalty instead of the clip."""
+    return make_ppo(config, spec, name="spo", policy_loss=spo_policy_loss)
+
+
+# DPPO's trust region is PPO's clip on the per-step ratios: the chain's trust-region settings are TruDi's.
+_DPPO_NO_TRUST_REGION = {f"diffusion.{name}": "DPPO's trust region is PPO's clip (--ppo.clip-eps)" for name in (
+    "trust_region", "kl_estimator", "kl_samples", "kl_paths")}
+
+SPECS = (
+    AlgorithmSpec("ppo", make_ppo, ("ppo", "gaussian"), "gaussian", "PPO",
+                  "PPO (Schulman et al. 2017): clipped surrogate, GAE, minibatch epochs", cost_baselines=("reppo",)),
+    AlgorithmSpec("spo", make_spo, ("ppo", "gaussian"), "gaussian", "SPO",
+                  "SPO (Xie et al. 2025): PPO with a quadratic ratio penalty instead of the clip",
+                  cost_baselines=("reppo",)),
+    AlgorithmSpec("fpo", make_fpo, ("ppo", "flow"), "flow", "FPO",
+                  "FPO (McAllister et al. 2025): PPO's clip on a flow policy's CFM-loss ratio",
+                  cost_baselines=("reppo",)),
+    AlgorithmSpec("fpo++", make_fpo_pp, ("ppo", "flow"), "flow", "FPO++",
+                  "FPO++ (Yi, Choi et al.): per-draw clamped ratios and the ASPO surrogate",
+                  cost_baselines=("reppo",)),
+    AlgorithmSpec("dppo", make_dppo, ("ppo", "diffusion"), "diffusion", "DPPO",
+                  "DPPO (Ren et al. 2024): PPO on the denoising MDP of the DIME chain (per-step ratios)",
+                  unused_settings={**_DPPO_NO_TRUST_REGION, "diffusion.dual_uses": "DPPO has no temperature dual"},
+                  diffusion_steps="diffusion.num_steps", cost_baselines=("reppo",)),
+)
+"""The PPO family's registrations (diffrl.algos.registry)."""

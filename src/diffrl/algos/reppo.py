@@ -25,6 +25,7 @@ from flax import struct
 
 from diffrl.algos.base import Rollout
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
+from diffrl.algos.spec import AlgorithmSpec
 from diffrl.algos.soft_critic import (SoftActorCritic, critic_batch, critic_optimizer, critic_step, soft_targets,
                                       step_size, total_updates)
 from diffrl.critics.categorical import CategoricalCritic
@@ -151,3 +152,11 @@ def make_reppo(config, spec: EnvSpec) -> REPPO:
     from diffrl.policies.gaussian import GaussianPolicy
 
     return REPPO(config, spec, GaussianPolicy(config.gaussian, spec.action_size), name="reppo")
+
+
+SPECS = (
+    AlgorithmSpec("reppo", make_reppo, ("reppo", "gaussian", "critic"), "gaussian", "REPPO",
+                  "REPPO (Voelcker et al. 2025): max-entropy pathwise actor-critic with a KL trust region",
+                  cost_default=True),
+)
+"""REPPO's registration (diffrl.algos.registry); TruDi and DIME are in diffrl.algos.trudi."""

@@ -71,12 +71,14 @@ def check_state_structure(env, name: str) -> None:
 
 
 def make_algorithm(config: TrainConfig, spec):
-    from diffrl.algos import ALGORITHMS, close_matches
+    from diffrl.algos.registry import UnknownAlgorithm, get
 
-    if config.algo not in ALGORITHMS:
-        raise ConfigError(f"unknown algorithm {config.algo!r}; {close_matches(config.algo)}")
     try:
-        return ALGORITHMS[config.algo](config, spec)
+        build_algorithm = get(config.algo).build
+    except UnknownAlgorithm as e:
+        raise ConfigError(str(e)) from None
+    try:
+        return build_algorithm(config, spec)
     except ValueError as e:  # an algorithm refusing a combination of settings (before compiling)
         raise ConfigError(f"--algo {config.algo}: {e}") from None
 

@@ -76,14 +76,16 @@ def load_run_config(run_dir: str | Path):
     mapped to the new names with a warning: the computation is the same, and a resumed run logs
     them under the new names from then on.
     """
-    from diffrl.algos import without_unused_settings
-    from diffrl.config import RENAMED_EVAL_SAMPLERS, TrainConfig
+    from diffrl.algos.registry import without_unused_settings
+    from diffrl.config import RENAMED_EVAL_SAMPLERS, TrainConfig, config_type
     from diffrl.records import config_from_json
 
     path = Path(run_dir) / "config.json"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a diffrl run directory (no config.json)")
-    config = config_from_json(TrainConfig, json.loads(path.read_text())["config"])
+    stored = json.loads(path.read_text())["config"]
+    # the class of its algorithm: one registered from outside diffrl may add config sections of its own
+    config = config_from_json(config_type(stored.get("algo", TrainConfig.algo)), stored)
     config, unused = without_unused_settings(config)
     if unused:
         warnings.warn(f"{run_dir}: stored settings {', '.join(unused)} were never read by {config.algo}; "
