@@ -2,7 +2,7 @@
 # The trust-region ablations and the baselines at the CPU budget of the README's suite (98,304 env
 # steps per seed, each algorithm's dmc-cpu preset), 5 seeds per run in one vmapped program.
 #   benchmarks/results/ablation/run.sh TASK JOBS...   e.g.  run.sh CartpoleSwingup trudi-trajectory dime
-# JOBS: trudi-trajectory trudi-action trudi-none amdp-closed_form amdp-dual amdp-none reppo ppo spo fpo dppo
+# JOBS: trudi-trajectory trudi-action trudi-none amdp-closed_form amdp-dual amdp-none reppo ppo spo fpo fpo++ dppo
 # (trudi-action is `--algo dime`, the same code with --diffusion.trust-region action as its default).
 # Paper scale (GPU): PAPER=1 run.sh TASK JOBS... uses the paper presets (PPO family `*-dmc`, the others
 # `*-dmc-small`), 1024 envs per seed and 50M env steps, as benchmarks/suite.py --paper.
