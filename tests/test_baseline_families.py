@@ -4,7 +4,7 @@ and the host suites dm_control and ManiSkill3 (when their extras are installed).
 
 One short run per pair (a few iterations, tiny batch, 16-step evaluation episodes) through the CLI,
 so each pair resolves its family's preset, validates, compiles, trains, evaluates and writes its run
-directory. Long tier: 32 short runs, 14-100 s each here except G1 (4-6 min each; about 35 min in all).
+directory. Long tier: 40 short runs, 14-100 s each here except G1 (4-6 min each; about 35 min in all).
 """
 import importlib.util
 import json
@@ -15,7 +15,7 @@ import pytest
 from diffrl.cli import main
 from multiseed import long_only
 
-BASELINES = ("spo", "fpo", "dppo", "dime")
+BASELINES = ("spo", "fpo", "fpo++", "dppo", "dime")
 FAMILIES = {  # a representative task per family, and the module its suite needs
     "playground/CartpoleBalance": None,
     "playground/G1JoystickFlatTerrain": None,
@@ -30,7 +30,7 @@ FAMILIES = {  # a representative task per family, and the module its suite needs
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@long_only("one short training per (baseline, family): 32 runs, about 35 min of one core")
+@long_only("one short training per (baseline, family): 40 runs, about 45 min of one core")
 @pytest.mark.parametrize("env", list(FAMILIES))
 @pytest.mark.parametrize("algo", BASELINES)
 def test_baseline_trains_on_every_family(tmp_path, algo, env):
