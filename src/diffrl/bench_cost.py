@@ -28,36 +28,30 @@ import jax
 import numpy as np
 import jax.numpy as jnp
 
+from diffrl.algos.registry import get, specs
 from diffrl.config import ConfigError, TrainConfig
 
-def _setting_algos(off_policy: bool) -> tuple[str, ...]:
-    from diffrl.algos.registry import specs
-
-    return tuple(spec.name for spec in specs() if spec.off_policy == off_policy)
-
-
-def _default_contenders(off_policy: bool) -> tuple[str, ...]:
-    from diffrl.algos.registry import specs
-
-    return tuple(spec.name for spec in specs() if spec.off_policy == off_policy and spec.cost_default)
+def _contenders(off_policy: bool, defaults_only: bool = False) -> tuple[str, ...]:
+    """Registered algorithms of one setting, in registry order (``defaults_only``: its ``cost_default`` ones)."""
+    return tuple(spec.name for spec in specs()
+                 if spec.off_policy == off_policy and (spec.cost_default or not defaults_only))
 
 
 def _baseline(off_policy: bool) -> str:
     """The setting's baseline: its default contender that is compared with nothing else (REPPO, SAC)."""
-    from diffrl.algos.registry import specs
-
     return next(spec.name for spec in specs()
                 if spec.off_policy == off_policy and spec.cost_default and not spec.cost_baselines)
 
 
-ALGOS = _default_contenders(off_policy=False)
+ALGOS = _contenders(off_policy=False, defaults_only=True)
 """The default contenders (each algorithm's ``cost_default``): REPPO, TruDi, AMDP and its backprop baseline."""
-OFF_POLICY_ALGOS = _setting_algos(off_policy=True)
+OFF_POLICY_ALGOS = _contenders(off_policy=True)
 """``--setting off-policy``: the replay-buffer family, SAC the baseline (the claim checked: AMDP's
 off-policy update stays flat in N while DIME's reverse-KL update grows)."""
-SETTINGS = {"on-policy": (_baseline(False), ALGOS), "off-policy": (_baseline(True), _default_contenders(True))}
+SETTINGS = {"on-policy": (_baseline(False), ALGOS),
+            "off-policy": (_baseline(True), _contenders(off_policy=True, defaults_only=True))}
 """setting -> (baseline of every ratio, default contenders)."""
-KNOWN_ALGOS = _setting_algos(off_policy=False)
+KNOWN_ALGOS = _contenders(off_policy=False)
 """Every algorithm ``--algos`` accepts on-policy: also DIME and DPPO (N steps like TruDi), the Gaussian
 PPO and SPO and the flow policies of FPO and FPO++ (no N: the same program re-timed in every group, as
 REPPO). The PPO family's presets run other batches than REPPO's: pass --num-envs/--num-steps."""
@@ -67,15 +61,12 @@ BASELINE = SETTINGS["on-policy"][0]
 def steps_section(algo: str) -> str | None:
     """The config section holding ``algo``'s number of denoising steps N (``<section>.num_steps``:
     its record's ``diffusion_steps``), None for an algorithm without a chain."""
-    from diffrl.algos.registry import get
-
     field_name = get(algo).diffusion_steps
     return field_name.split(".")[0] if field_name else None
 
 
-FLAG_OWNED = {"algo", "env", "num_envs", "num_steps"} | {
-    spec_.diffusion_steps for spec_ in __import__("diffrl.algos.registry", fromlist=["specs"]).specs()
-    if spec_.diffusion_steps}
+FLAG_OWNED = {"algo", "env", "num_envs", "num_steps"} | {spec.diffusion_steps for spec in specs()
+                                                         if spec.diffusion_steps}
 
 
 @dataclass(frozen=True)
@@ -173,7 +164,6 @@ def _override(config: TrainConfig, item: str) -> TrainConfig:
 
 def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainConfig:
     """The resolved, validated training config of one contender (raises ConfigError)."""
-    from diffrl.algos.registry import get
     from diffrl.presets import resolve
 
     preset = f"{algo}-{request.preset}" if request.preset else None
@@ -191,8 +181,8 @@ def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainCon
         config = config.replace(offpolicy=dataclasses.replace(config.offpolicy, learning_starts=0))
     steps_field = get(algo).diffusion_steps  # e.g. "diffusion.num_steps"; None: no chain to size
     if steps_field is not None:
-        prefix, name = steps_field.split(".")
-        config = config.replace(**{prefix: dataclasses.replace(getattr(config, prefix), **{name: n})})
+        section, name = steps_field.split(".")
+        config = config.replace(**{section: dataclasses.replace(getattr(config, section), **{name: n})})
     config.validate()
     return config
 

@@ -317,8 +317,8 @@ def config_type(algo: str, for_cli: bool = False) -> type[TrainConfig]:
 
             for f in dataclasses.fields(TrainConfig):
                 if f.name in CONFIG_SECTIONS and f.name not in spec.reads:
-                    hidden = Annotated[f.type if not isinstance(f.type, str) else type(getattr(TrainConfig(), f.name)),
-                                       tyro.conf.Suppress]
+                    # a shared section's default_factory is its class (annotations are strings here)
+                    hidden = Annotated[f.default_factory, tyro.conf.Suppress]
                     fields.append((f.name, hidden, field(default_factory=f.default_factory)))
         name = "TrainConfig" if not for_cli else f"TrainConfig[{spec.name}]"
         cls = dataclasses.make_dataclass(name, fields, bases=(TrainConfig,), frozen=True)
