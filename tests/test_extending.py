@@ -66,6 +66,25 @@ def test_its_own_setting_is_validated_before_compiling(example_on_path):
         config.validate()
 
 
+def test_a_reimported_module_parses_with_its_new_section_class(example_on_path):
+    # a module imported again brings new section classes: the flags parse into them, not into a class
+    # built around the old ones (which tyro would take for a subcommand and refuse the flag)
+    import importlib
+
+    from diffrl.algos import registry
+    from diffrl.cli import _parse_config
+    from diffrl.config import config_type
+
+    argv = ["--algo", SPEC, "--env", "toy/MirrorGoals", "--scaled.policy-scale", "2"]
+    first = _parse_config(config_type(SPEC)(algo=SPEC), argv)
+    registry.unregister(SPEC)
+    sys.modules.pop("custom_algorithm", None)
+    again = _parse_config(config_type(SPEC)(algo=SPEC), argv)
+    assert again.scaled.policy_scale == first.scaled.policy_scale == 2.0
+    assert type(again.scaled) is importlib.import_module("custom_algorithm").ScaledConfig
+    assert type(again.scaled) is not type(first.scaled)
+
+
 def _cli(*args, env=None, cwd=None):
     env = dict(os.environ, JAX_PLATFORMS="cpu", **(env or {}))
     return subprocess.run([sys.executable, "-m", "diffrl.cli", *args], capture_output=True, text=True, env=env,

@@ -215,18 +215,22 @@ def cmd_train(argv: list[str]) -> int:
     return _run_training(config, move_aside=move_aside)
 
 
-def _parse_config(defaults, argv: list[str], **tyro_args):
+def _parse_config(defaults, argv: list[str], hide_unread: bool | None = None, **tyro_args):
     """``argv`` parsed over ``defaults`` as the flags of ``defaults.algo`` (its run config class with the
-    sections it does not read hidden: diffrl.config.config_type), returned as a plain run config."""
+    sections it does not read hidden: diffrl.config.config_type), returned as a plain run config.
+
+    ``hide_unread``: whether those sections are hidden; by default they are, except for ``--help``
+    without ``--algo`` (the whole reference, docs/cli.md)."""
     import dataclasses
 
     import tyro
 
     from diffrl.config import as_run_config, config_type
 
-    # --help without --algo is the whole reference (docs/cli.md); with --algo, only that algorithm's flags
-    typed_algo = any(a == "--algo" or a.startswith("--algo=") for a in argv)
-    cls = config_type(defaults.algo, for_cli=typed_algo or not ({"-h", "--help"} & set(argv)))
+    if hide_unread is None:
+        typed_algo = any(a == "--algo" or a.startswith("--algo=") for a in argv)
+        hide_unread = typed_algo or not ({"-h", "--help"} & set(argv))
+    cls = config_type(defaults.algo, for_cli=hide_unread)
     default = cls(**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(cls)})
     return as_run_config(tyro.cli(cls, default=default, args=argv, **tyro_args))
 
@@ -245,7 +249,10 @@ def _train_resume(argv: list[str]) -> int:
     except (FileNotFoundError, ValueError, ExportError) as e:  # ExportError: a config of another version
         print(f"diffrl train: --resume {known.resume}: {e}", file=sys.stderr)
         return 2
-    config = _parse_config(defaults, rest, prog="diffrl train --resume RUN_DIR")
+    # the run's algorithm's flags on --help; otherwise every flag parses, so that one the run's algorithm
+    # does not read, or a changed --algo, is refused below with its reason rather than as unknown
+    config = _parse_config(defaults, rest, hide_unread=bool({"-h", "--help"} & set(rest)),
+                           prog="diffrl train --resume RUN_DIR")
     problem = _resume_problem(known.resume, config, defaults, rest)
     if problem:
         print(f"diffrl train: {problem}", file=sys.stderr)
@@ -336,7 +343,9 @@ def _run_training(config, move_aside: bool = False) -> int:
         print("diffrl train: interrupted before training started", file=sys.stderr)
         return exit_status(2)
     except OSError as e:  # a full disk, a file system turned read-only, permissions changed mid-run
-        print(f"diffrl train: {write_failure(e, trainer.run_dir)}", file=sys.stderr)
+        line = write_failure(e, trainer.run_dir)
+        _settle_checkpoint_writers()
+        print(f"diffrl train: {line}", file=sys.stderr)
         return WRITE_FAILED
     if summary.get("interrupted") and trainer.stop_signal is not None:
         return exit_status(trainer.stop_signal)
@@ -359,6 +368,26 @@ def _unwritable(run_dir) -> str | None:
     except OSError as e:
         return f"cannot write the run directory {run_dir}: {e.strerror or e}"
     return None
+
+
+def _settle_checkpoint_writers(timeout_s: float = 10.0) -> None:
+    """Let orbax's writer threads of a failed checkpoint finish before the run's one-line verdict.
+
+    When the disk fills up, the save that raised is one of several concurrent writes; the others
+    fail moments later in orbax's threads, and their logs, and the tasks asyncio reports as never
+    retrieved when they are collected, would otherwise print after the verdict, which a user (and
+    a script reading the last line) expects last. Their errors are the same failure, already named."""
+    import gc
+    import logging
+    import threading
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and type(thread).__module__.startswith("orbax"):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    gc.collect()  # failed tasks are reported when collected: now, not after the verdict
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # those still alive, reported at exit
 
 
 def write_failure(error: OSError, run_dir) -> str:
@@ -548,6 +577,24 @@ def use_compile_cache(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    status = _main(argv)
+    if argv is None and status == WRITE_FAILED:  # the process ends here: its verdict stays the last line
+        _silence_stderr_at_exit()
+    return status
+
+
+def _silence_stderr_at_exit() -> None:
+    """After a write failure, the checkpoint's other writes still in flight in tensorstore's threads
+    fail as the process exits and print tracebacks of the same failure after the run's one-line
+    verdict; the process is ending, so its stderr goes to /dev/null from here (only when ``main`` is
+    the process's entry point)."""
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    sys.stderr = open(os.devnull, "w")
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("MUJOCO_GL", "egl")
     argv = use_compile_cache(argv)

@@ -288,7 +288,7 @@ class TrainConfig:
             raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(errors))
 
 
-_CONFIG_TYPES: dict[tuple[str, bool], type] = {}
+_CONFIG_TYPES: dict[tuple, type] = {}
 
 
 def config_type(algo: str, for_cli: bool = False) -> type[TrainConfig]:
@@ -302,7 +302,9 @@ def config_type(algo: str, for_cli: bool = False) -> type[TrainConfig]:
     spec = find(algo)
     if spec is None or (not spec.own_sections and not for_cli):
         return TrainConfig
-    key = (algo, for_cli)
+    # keyed by the section classes too: a module reloaded (or an algorithm registered again under its
+    # name) brings new classes, and a class built around the old ones would not parse their instances
+    key = (algo, for_cli, tuple(spec.own_sections.items()))
     if key not in _CONFIG_TYPES:
         import tyro
         from typing import Annotated
