@@ -28,8 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from diffrl.normalization import normalise_obs
+from diffrl.core.run import build_run
 from diffrl.core.trainer import Trainer
+from diffrl.normalization import normalise_obs
 from diffrl.overrides import set_field
 from diffrl.presets import resolve
 
@@ -76,14 +77,13 @@ def use_task_config(env: str, **fields) -> None:
     registry.register(env, lambda **kw: point_mass_task(env, **fields), overwrite=True)
 
 
-def evaluate_from_origin(env: str, fields: dict, cfg, trainer) -> None:
-    """After training from spread starts (the task built with ``fields``): evaluate (and diagnose)
-    from the task's own start, the origin."""
-    from diffrl.core.evaluate import make_evaluate, wrap_for_eval
+def evaluate_from_origin(env: str, fields: dict, cfg):
+    """After training from spread starts (the task built with ``fields``): the run that evaluates
+    (and diagnoses) from the task's own start, the origin."""
+    from diffrl.core.evaluate import wrap_for_eval
 
     base = point_mass_task(env, **{**fields, "start_spread": 0.0})
-    trainer.eval_env = wrap_for_eval(base, episode_length=cfg.episode_length or base.spec.episode_length)
-    trainer.evaluate = make_evaluate(cfg, trainer.eval_env, trainer.algo)
+    return build_run(cfg, eval_env=wrap_for_eval(base, episode_length=cfg.episode_length or base.spec.episode_length))
 
 
 def train(a):
@@ -95,7 +95,7 @@ def train(a):
     for item in a.set:
         key, value = item.split("=", 1)
         cfg = set_field(cfg, key, value)
-    samplers = Trainer(cfg.replace(out=a.out + "_probe")).algo.samplers
+    samplers = build_run(cfg).algo.samplers
     cfg = cfg.replace(eval_samplers=tuple(samplers))
     chunks = []
     trainer = Trainer(cfg, metrics_fn=lambda it, m: chunks.append({k: np.asarray(v) for k, v in m.items()}))
@@ -126,27 +126,25 @@ def main(argv=None):
     fields = {k: v for k, v in (("reward_width", a.reward_width), ("start_spread", a.start_spread)) if v}
     if fields:
         use_task_config(a.env, **fields)
-    cfg, tr, samplers, chunks = train(a)
+    cfg, trainer, samplers, chunks = train(a)
     print_training(a, samplers, chunks)
-    if a.start_spread:
-        evaluate_from_origin(a.env, fields, cfg, tr)
-    st = tr.state
+    run = evaluate_from_origin(a.env, fields, cfg) if a.start_spread else trainer.built
+    st = trainer.state
     keys = jax.random.split(jax.random.PRNGKey(7), a.seeds)
     # per-seed final evaluation
-    ev = jax.jit(jax.vmap(tr.evaluate, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
     for smp in samplers:
-        out = ev(st.algo, st.obs_stats, st.critic_obs_stats, keys, smp)
+        out = run.stepper.evaluate(st.algo, st.obs_stats, st.critic_obs_stats, keys, smp)
         print(f"{smp:10s} R", np.round(np.asarray(out["episode_return"]), 2),
               "H", np.round(np.asarray(out.get("behaviour_entropy", 0)), 2),
               "m", np.round(np.asarray(out.get("mode_reached", 0)), 2))
     # first action at the start state
-    start = tr.eval_env.reset(jax.random.split(jax.random.PRNGKey(0), 1))
+    start = run.eval_env.reset(jax.random.split(jax.random.PRNGKey(0), 1))
     obs0, cobs0 = start.obs[0], start.critic_obs[0]
 
     def first_actions(algo_state, ostats, cstats, key, smp):
         o = normalise_obs(ostats, jnp.broadcast_to(obs0, (FIRST_ACTIONS, obs0.shape[-1])), cfg)
         co = normalise_obs(cstats, jnp.broadcast_to(cobs0, (FIRST_ACTIONS, cobs0.shape[-1])), cfg)
-        return tr.algo.eval_action(algo_state, o, co, key, smp)
+        return run.algo.eval_action(algo_state, o, co, key, smp)
 
     fa = jax.jit(jax.vmap(first_actions, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
     for smp in samplers:
@@ -156,13 +154,13 @@ def main(argv=None):
               "mean|ax|", np.round(np.abs(acts[..., 0]).mean(1), 2))
     # the critic at the start state and at a goal
     if hasattr(st.algo, "critic_params"):
-        dim = tr.eval_env.spec.action_size
+        dim = run.eval_env.spec.action_size
         grid = jnp.linspace(-1, 1, 21)
         actions = jnp.zeros((21, dim)).at[:, 0].set(grid)
 
         def q_start(algo_state, cstats):
             co = normalise_obs(cstats, jnp.broadcast_to(cobs0, (21, cobs0.shape[-1])), cfg)
-            return tr.algo.q_value(algo_state.critic_params, co, actions)
+            return run.algo.q_value(algo_state.critic_params, co, actions)
 
         q = np.asarray(jax.vmap(q_start)(st.algo, st.critic_obs_stats))
         print("Q(s0, (ax, 0)) for ax in -1..1 step .1 (every 2nd):")
@@ -172,21 +170,21 @@ def main(argv=None):
 
         def q_goal(algo_state, cstats):
             co = normalise_obs(cstats, goal_obs[None], cfg)
-            return tr.algo.q_value(algo_state.critic_params, co, jnp.zeros((1, dim)))[0]
+            return run.algo.q_value(algo_state.critic_params, co, jnp.zeros((1, dim)))[0]
 
         print("Q(at goal +e0, rest, a=0):", np.round(np.asarray(jax.vmap(q_goal)(st.algo, st.critic_obs_stats)), 1))
     # reached mode against the side of the first action
-    length = cfg.episode_length or tr.eval_env.spec.episode_length
+    length = cfg.episode_length or run.eval_env.spec.episode_length
 
     def episodes(algo_state, ostats, cstats, key, smp):
-        state = tr.eval_env.reset(jax.random.split(key, EPISODES))
+        state = run.eval_env.reset(jax.random.split(key, EPISODES))
 
         def step(carry, k):
             state, first, mode, t = carry
             o, co = normalise_obs(ostats, state.obs, cfg), normalise_obs(cstats, state.critic_obs, cfg)
-            act = tr.algo.eval_action(algo_state, o, co, k, smp)
+            act = run.algo.eval_action(algo_state, o, co, k, smp)
             first = jnp.where(t == 0, act[:, 0], first)
-            nxt = tr.eval_env.step(state, act)
+            nxt = run.eval_env.step(state, act)
             return (nxt, first, nxt.info["mode"], t + 1), None
 
         init = (state, jnp.zeros(EPISODES), jnp.full(EPISODES, -1), 0)
@@ -194,7 +192,7 @@ def main(argv=None):
         return first, mode
 
     epi = jax.jit(jax.vmap(episodes, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
-    modes = tr.eval_env.spec.modes
+    modes = run.eval_env.spec.modes
     for smp in samplers[:2]:
         first, mode = map(np.asarray, epi(st.algo, st.obs_stats, st.critic_obs_stats, keys, smp))
         for s in range(a.seeds):

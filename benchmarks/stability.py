@@ -84,10 +84,10 @@ def random_return(config, episodes: int = 256, seed: int = 12345) -> float:
     from diffrl.envs.registry import is_host_env
 
     if is_host_env(config.env):  # stepped on the host: the host loop's evaluation
-        from diffrl.core.host_loop import HostComponents
+        from diffrl.core.host_loop import HostStepper
 
         # 32 episodes: each is 1000 host steps of dm_control (256 would take minutes)
-        host = HostComponents(config.replace(eval_envs=min(episodes, 32)), eval_env, RandomPolicy(spec.action_size))
+        host = HostStepper(config.replace(eval_envs=min(episodes, 32)), eval_env, RandomPolicy(spec.action_size))
         try:
             stats = jax.tree.map(lambda x: x[None], init_stats(spec.obs_size))
             out = host.evaluate(None, stats, stats, jax.random.PRNGKey(seed)[None], "random")

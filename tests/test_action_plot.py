@@ -25,13 +25,13 @@ def test_actions_command_draws_from_the_policy(tmp_path):
     # tanh-Gaussian: atanh of its samples has the network's mean and std (4000 draws: the
     # standard errors are std/63 and std/89, so 5 % of std is over 3 of them).
     assert np.ptp(actions["mean"], axis=1).max() == 0.0
-    trainer, state, _ = load_trained(run)
+    trained, state, _ = load_trained(run)
     params = jax.tree_util.tree_map(lambda x: x[0], state.algo.actor_params)
     obs = jnp.ones((1, 1))  # the bandit's constant observation, normalised as the trainer does
     from diffrl.normalization import normalise_obs
 
     stats = jax.tree_util.tree_map(lambda x: x[0], state.obs_stats)
-    mean, std = trainer.algo.policy.dist(params, normalise_obs(stats, obs, trainer.config))
+    mean, std = trained.algo.policy.dist(params, normalise_obs(stats, obs, trained.config))
     u = np.arctanh(np.clip(actions["sample"][0, :, 0], -1 + 1e-6, 1 - 1e-6))
     assert abs(u.mean() - float(mean[0, 0])) < 0.05 * float(std[0, 0])
     assert abs(u.std() - float(std[0, 0])) < 0.05 * float(std[0, 0])

@@ -42,7 +42,7 @@ def test_trains_through_the_registry(tmp_path):
     # the path KL of the chain to the iteration's start: finite and > 0 once the actor moved
     assert np.all(np.isfinite(path_kl)) and np.all(path_kl > 0), path_kl
     assert np.all(np.isfinite(np.concatenate([np.ravel(m["actor/loss"]) for m in chunks])))
-    initial = jax.vmap(trainer.components.init)(seed_keys(config.seed, config.num_seeds)).algo.actor_params
+    initial = trainer.built.stepper.template(seed_keys(config.seed, config.num_seeds)).algo.actor_params
     moved = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(
         jax.tree.leaves(initial), jax.tree.leaves(trainer.state.algo.actor_params)))
     assert moved > 1e-4, moved

@@ -194,8 +194,8 @@ def test_trained_run_checkpoint_eval_and_export(probe_env, tmp_path):
     config = small_config("reppo", probe_env).replace(out=str(run), progress=False, tensorboard=False,
                                                       normalize_obs=True)
     Trainer(config).run()
-    trainer, state, _ = load_trained(run)
-    assert trainer.config.asymmetric_critic
+    trained, state, _ = load_trained(run)
+    assert trained.config.asymmetric_critic
     assert state.obs_stats.mean.shape == (1, OBS) and state.critic_obs_stats.mean.shape == (1, CRITIC_OBS)
     np.testing.assert_allclose(state.critic_obs_stats.mean[0, 2:], CRITIC_MARK, rtol=1e-6)
     assert cmd_eval([str(run), "--episodes", "2", "--sampler", "best-of-k"]) == 0

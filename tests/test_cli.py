@@ -136,11 +136,11 @@ def test_eval_export_plot_on_a_run(tmp_path, capsys):
     from diffrl.commands import load_trained
     from diffrl.normalization import normalise_obs
 
-    trainer, state, _ = load_trained(str(out))
+    trained, state, _ = load_trained(str(out))
     seed0 = jax.tree.map(lambda x: x[0], state)
     key = jax.random.PRNGKey(3)
-    want = trainer.algo.eval_action(seed0.algo, normalise_obs(seed0.obs_stats, obs, trainer.config),
-                                    normalise_obs(seed0.critic_obs_stats, obs, trainer.config), key, "best-of-k")
+    want = trained.algo.eval_action(seed0.algo, normalise_obs(seed0.obs_stats, obs, trained.config),
+                                    normalise_obs(seed0.critic_obs_stats, obs, trained.config), key, "best-of-k")
     got = diffrl.load_policy(tmp_path / "onnx", "best-of-k")(obs, key)
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert main(["export", str(out), "--out", str(tmp_path / "bok"), "--sampler", "best-of-k"]) == 0
@@ -174,14 +174,14 @@ def trudi_algo_stub():
 
 @pytest.fixture
 def trudi_run_stub(monkeypatch):
-    """``load_trained`` answering with a TruDi trainer stub: the sampler checks of eval, export
+    """``load_trained`` answering with a TruDi run stub: the sampler checks of eval, export
     and actions run before anything is evaluated, so no training is needed to reach them."""
     from types import SimpleNamespace
 
     import diffrl.commands
 
-    trainer = SimpleNamespace(algo=trudi_algo_stub(), config=SimpleNamespace(algo="trudi"))
-    monkeypatch.setattr(diffrl.commands, "load_trained", lambda *args, **kwargs: (trainer, None, {}))
+    run = SimpleNamespace(algo=trudi_algo_stub(), config=SimpleNamespace(algo="trudi"))
+    monkeypatch.setattr(diffrl.commands, "load_trained", lambda *args, **kwargs: (run, None, {}))
 
 
 def test_multi_algorithm_sampler_lists_skip_retired_names_with_a_note():

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffrl.core.host_loop import HostComponents
+from diffrl.core.host_loop import HostStepper
 from diffrl.core.loop import make_components
 from diffrl.envs.base import EnvSpec, EnvState
 from diffrl.envs.host import JaxHostEnv, ProcessVecEnv, SerialVecEnv, native_action
@@ -174,7 +174,7 @@ def test_host_loop_learns_as_the_jax_loop(monkeypatch):
         jax_metrics.append(m)
 
     maker = HostEnvMaker("test/Drift", lambda: JaxHostEnv(Drift()), Drift.spec, env.spec, num_workers=0)
-    host_parts = HostComponents(config, maker, algo)
+    host_parts = HostStepper(config, maker, algo)
     hs = host_parts.init(keys)
     host_metrics = []
     for _ in range(2):

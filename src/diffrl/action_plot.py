@@ -23,13 +23,14 @@ import numpy as np
 from diffrl.normalization import normalise_obs
 
 
-def sample_actions(trainer, state, samplers: list[str], num_states: int, num_samples: int,
+def sample_actions(run, state, samplers: list[str], num_states: int, num_samples: int,
                    warmup_steps: int, key: jax.Array, seed_index: int = 0) -> tuple[np.ndarray, dict]:
     """Actions of seed ``seed_index`` at ``num_states`` states.
 
+    ``run``: the :class:`~diffrl.core.run.Run` of the trained run (``diffrl.commands.load_trained``).
     Returns (raw observations (S, o), {sampler: actions (S, K, d)}) as NumPy arrays.
     """
-    config, algo, env = trainer.config, trainer.algo, trainer.eval_env
+    config, algo, env = run.config, run.algo, run.eval_env
     ts = jax.tree_util.tree_map(lambda x: x[seed_index], state)
     key_reset, key_warmup, key_sample = jax.random.split(key, 3)
 
@@ -117,18 +118,18 @@ def cmd_actions(argv: list[str]) -> int:
     loaded = open_run("diffrl actions", args.run_dir, args.checkpoint)
     if loaded is None:
         return 2
-    trainer, state, meta = loaded
+    run, state, meta = loaded
     samplers = ([name for group in args.sampler for name in group] if args.sampler
-                else [s for s in trainer.algo.samplers if s in trainer.algo.policy.samplers])
-    unknown = [s for s in samplers if s not in trainer.algo.samplers]
+                else [s for s in run.algo.samplers if s in run.algo.policy.samplers])
+    unknown = [s for s in samplers if s not in run.algo.samplers]
     if unknown:
         from diffrl.policies.base import renamed_sampler_note
 
-        p.error(f"unknown sampler(s) {unknown}; {trainer.config.algo} offers {', '.join(trainer.algo.samplers)}"
-                + renamed_sampler_note(unknown, trainer.algo.policy))
-    obs, actions = sample_actions(trainer, state, samplers, args.states, args.samples, args.warmup_steps,
+        p.error(f"unknown sampler(s) {unknown}; {run.config.algo} offers {', '.join(run.algo.samplers)}"
+                + renamed_sampler_note(unknown, run.algo.policy))
+    obs, actions = sample_actions(run, state, samplers, args.states, args.samples, args.warmup_steps,
                                   jax.random.PRNGKey(args.seed))
-    title = (f"{trainer.config.algo} on {trainer.config.env} at {meta.get('env_steps', 0):,} env steps "
+    title = (f"{run.config.algo} on {run.config.env} at {meta.get('env_steps', 0):,} env steps "
              f"({args.samples} samples per state)")
     path = plot_action_distribution(actions, args.out, title)
     if args.json:

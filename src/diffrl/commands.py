@@ -82,11 +82,13 @@ def choose_checkpoint(run_dir: str | Path, checkpoint: str, note=None) -> Path:
 
 
 def load_trained(run_dir: str | Path, checkpoint: str = "latest", note=None, **overrides):
-    """(trainer, restored train state) of a run directory; every leaf has a seeds axis.
+    """(run, restored train state, checkpoint metadata) of a run directory: the
+    :class:`~diffrl.core.run.Run` its config builds; every leaf of the state has a seeds axis.
 
     Raises :class:`RunDirError` with a one-line reason for a directory that is not a run or has
     no usable checkpoint; skipped corrupt checkpoints go to ``note`` (default: a warning)."""
     from diffrl.checkpoint import CheckpointError
+    from diffrl.core.run import restore_run
     from diffrl.core.run_dir import load_run_config
     from diffrl.export import ExportError
 
@@ -100,26 +102,9 @@ def load_trained(run_dir: str | Path, checkpoint: str = "latest", note=None, **o
     config = dataclasses.replace(config, progress=False, **overrides)
     path = choose_checkpoint(run_dir, checkpoint, note)
     try:
-        return _restore_trained(config, path)
+        return restore_run(config, path)
     except CheckpointError as e:
         raise RunDirError(str(e).splitlines()[0]) from None
-
-
-def _restore_trained(config, path: Path):
-    """(trainer, state, metadata) of the checkpoint ``path`` of a run trained with ``config``."""
-    from diffrl.checkpoint import read_metadata, restore_checkpoint
-    from diffrl.core.trainer import Trainer, seed_keys
-
-    meta = read_metadata(path)
-    config = dataclasses.replace(config, chunk_iterations=meta.get("chunk_iterations"))
-    trainer = Trainer(config)
-    keys = seed_keys(config.seed, config.num_seeds)
-    if trainer.host:  # the state's shapes without starting the simulators
-        target = trainer.components.template(keys)
-    else:
-        target = jax.jit(jax.vmap(trainer.components.init))(keys)
-    state = restore_checkpoint(path, target, expected_algo=config.algo, expected_env=config.env)
-    return trainer, state, meta
 
 
 def open_run(prog: str, run_dir: str, checkpoint: str = "latest", **overrides):
@@ -162,24 +147,20 @@ def cmd_eval(argv: list[str]) -> int:
     loaded = open_run("diffrl eval", args.run_dir, args.checkpoint, eval_envs=args.episodes)
     if loaded is None:
         return 2
-    trainer, state, meta = loaded
-    samplers = [name for group in args.sampler for name in group] if args.sampler else list(trainer.algo.samplers)
-    unknown = [s for s in samplers if s not in trainer.algo.samplers]
+    run, state, meta = loaded
+    samplers = [name for group in args.sampler for name in group] if args.sampler else list(run.algo.samplers)
+    unknown = [s for s in samplers if s not in run.algo.samplers]
     if unknown:
         from diffrl.policies.base import renamed_sampler_note
 
-        print(f"diffrl eval: unknown sampler(s) {unknown}; {trainer.config.algo} offers "
-              f"{', '.join(trainer.algo.samplers)}" + renamed_sampler_note(unknown, trainer.algo.policy),
+        print(f"diffrl eval: unknown sampler(s) {unknown}; {run.config.algo} offers "
+              f"{', '.join(run.algo.samplers)}" + renamed_sampler_note(unknown, run.algo.policy),
               file=sys.stderr)
         return 2
-    if trainer.host:  # stepped on the host: the evaluation is a host loop over compiled act calls
-        evaluate = trainer.evaluate
-    else:
-        evaluate = jax.jit(jax.vmap(trainer.evaluate, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
-    keys = jax.random.split(jax.random.PRNGKey(args.seed), trainer.config.num_seeds)
+    keys = jax.random.split(jax.random.PRNGKey(args.seed), run.config.num_seeds)
     results = {"run_dir": str(args.run_dir), "checkpoint_env_steps": meta.get("env_steps"), "samplers": {}}
     print(f"{'sampler':12s} {'return':>10s} {'std':>9s} {'length':>8s}   ({args.episodes} episodes x "
-          f"{trainer.config.num_seeds} seed(s), checkpoint at {meta.get('env_steps'):,} env steps)")
+          f"{run.config.num_seeds} seed(s), checkpoint at {meta.get('env_steps'):,} env steps)")
     from diffrl.records import describe_segments, read_run_record
 
     record = read_run_record(args.run_dir)
@@ -188,35 +169,35 @@ def cmd_eval(argv: list[str]) -> int:
         print(f"trained in {len(segments)} segments:\n  " + "\n  ".join(segments))
     results["segments"] = (record or {}).get("segments", [])
     for sampler in samplers:
-        out = jax.device_get(evaluate(state.algo, state.obs_stats, state.critic_obs_stats, keys, sampler))
+        out = jax.device_get(run.stepper.evaluate(state.algo, state.obs_stats, state.critic_obs_stats, keys,
+                                                  sampler))
         row = {k: float(np.mean(v)) for k, v in out.items()}
         results["samplers"][sampler] = row
         print(f"{sampler:12s} {row['episode_return']:10.2f} {row['episode_return_std']:9.2f} "
               f"{row['episode_length']:8.1f}" + (f"  behaviour entropy {row['behaviour_entropy']:.3f}"
                                                  if "behaviour_entropy" in row else ""))
-    if trainer.host:
-        trainer.components.close()
+    run.stepper.close()  # the simulator workers of a host environment
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     if args.video:
-        _video(trainer, state, samplers[0], args)
+        _video(run, state, samplers[0], args)
     return 0
 
 
-def _video(trainer, state, sampler: str, args) -> None:
+def _video(run, state, sampler: str, args) -> None:
     import tempfile
 
     from diffrl.export import export_from_train_state, load_policy
     from diffrl.video import render_rollout, write_video
 
-    if sampler not in trainer.algo.policy.samplers:
-        sampler = trainer.algo.policy.samplers[0]
+    if sampler not in run.algo.policy.samplers:
+        sampler = run.algo.policy.samplers[0]
     with tempfile.TemporaryDirectory() as tmp:
-        export_from_train_state(tmp, trainer.algo, state, trainer.config, seed=0, sampler=sampler)
+        export_from_train_state(tmp, run.algo, state, run.config, seed=0, sampler=sampler)
         act = load_policy(tmp)
         from diffrl.core.build import env_kwargs
 
-        cfg = trainer.config
+        cfg = run.config
         kwargs = env_kwargs(cfg)
         frames = render_rollout(cfg.env, act, jax.random.PRNGKey(args.seed), args.video_steps,
                                 episode_length=cfg.episode_length, **kwargs)
@@ -244,13 +225,13 @@ def cmd_export(argv: list[str]) -> int:
     loaded = open_run("diffrl export", args.run_dir, args.checkpoint)
     if loaded is None:
         return 2
-    trainer, state, meta = loaded
-    policy = trainer.algo.policy
+    run, state, meta = loaded
+    policy = run.algo.policy
     if args.sampler is not None and args.sampler not in policy.samplers and args.sampler != "best-of-k":
         from diffrl.policies.base import renamed_sampler_note
 
         # best-of-k and other algorithm-level samplers need the critic, which is not exported
-        print(f"diffrl export: sampler {args.sampler!r} cannot be exported; {trainer.config.algo}'s "
+        print(f"diffrl export: sampler {args.sampler!r} cannot be exported; {run.config.algo}'s "
               f"policy offers {', '.join(policy.samplers)}" + renamed_sampler_note([args.sampler], policy),
               file=sys.stderr)
         return 2
@@ -259,14 +240,11 @@ def cmd_export(argv: list[str]) -> int:
         print(f"diffrl export: --seed-index {args.seed_index} is out of range; the run has {num_seeds} "
               "seed(s)", file=sys.stderr)
         return 2
-    spec = trainer.eval_env.unwrapped.spec
     from diffrl.export import ExportError
 
     try:
-        out = export_from_train_state(args.out, trainer.algo, state, trainer.config, seed=args.seed_index,
-                                      sampler=args.sampler, extra={"action_low": list(spec.action_low),
-                                                                   "action_high": list(spec.action_high),
-                                                                   "env_steps": meta.get("env_steps")})
+        out = export_from_train_state(args.out, run.algo, state, run.config, seed=args.seed_index,
+                                      sampler=args.sampler, extra={**run.action_bounds, "env_steps": meta.get("env_steps")})
     except ExportError as e:
         print(f"diffrl export: {e}", file=sys.stderr)
         return 2

@@ -21,11 +21,15 @@ counted until it first ends, with the same per-step keys.
 """
 from __future__ import annotations
 
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
-from diffrl.core.loop import TrainState, finish_iteration, make_transition
+from diffrl.core.loop import TrainState, finish_iteration, make_transition, state_shardings
+from diffrl.core.stepping import Started, replicated
 from diffrl.normalization import init_stats, normalise_obs, update_stats
 
 
@@ -44,11 +48,12 @@ def _stack_time(values: list) -> jax.Array:
     return jnp.asarray(np.stack(values, axis=1))
 
 
-class HostComponents:
-    """``init(keys)``, ``chunk(state)``, ``evaluate(...)`` of a run on a host environment.
+class HostStepper:
+    """The :class:`~diffrl.core.stepping.Stepper` of a run on a host environment.
 
-    Same call signatures as the compiled functions the trainer uses for JAX environments (leading
-    seed axis everywhere). Holds the host batches (started lazily) and the current observation."""
+    ``init(keys)``, ``chunk(state)`` and ``evaluate(...)`` have the call signatures of the compiled
+    functions of a JAX environment (leading seed axis everywhere). Holds the host batches (started
+    lazily) and the current observation."""
 
     def __init__(self, config, maker, algo):
         self.config, self.maker, self.algo = config, maker, algo
@@ -111,7 +116,21 @@ class HostComponents:
                 env.close()
         self._train_env = self._eval_env = None
 
-    # -- the trainer's interface --------------------------------------------------
+    # -- the Stepper interface ----------------------------------------------------
+    def start(self, keys: jax.Array, mesh: Mesh) -> Started:
+        """Start the workers and build the state; the act and update functions compile on their
+        first call (inside the first chunk and evaluation)."""
+        t0 = time.perf_counter()
+        state = self.init(replicated(keys, mesh))
+        jax.block_until_ready(state)
+        shardings = state_shardings(state, mesh, True)  # env_state is None: all replicated
+        return Started(state, self.chunk, self.evaluate, shardings,
+                       {"compile/init_s": time.perf_counter() - t0, "compile/chunk_s": 0.0})
+
+    def state_shape(self, keys: jax.Array) -> None:
+        """Unknown before the workers report their observations: checked on restore instead."""
+        return None
+
     def init(self, keys: jax.Array) -> TrainState:
         """Reset the host batch (seeded from the run's first key) and build the train state."""
         first = self._train_batch().reset(host_seed(keys[0]))

@@ -1,7 +1,9 @@
-"""The thin host loop: compile, run chunks, evaluate, log, report progress.
+"""The thin host loop: start, run chunks, evaluate, log, checkpoint, report progress.
 
-All learning happens in the pure, compiled chunk of ``diffrl.core.loop``; this
-file only moves data to the host between chunks. Seeds are vmapped: every array in
+What a run is made of (environments, algorithm, the stepping of either kind of environment)
+comes built from ``diffrl.core.run``. All learning happens in the pure, compiled chunk of
+``diffrl.core.loop`` (or the host loop of ``diffrl.core.host_loop``); this file only moves
+data to the host between chunks. Seeds are vmapped: every array in
 the train state has a leading ``num_seeds`` axis here.
 
 Everything is traced under the device mesh of ``--num-devices`` (``diffrl.sharding``):
@@ -19,17 +21,14 @@ from pathlib import Path
 from typing import Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
 
 from diffrl.config import TrainConfig
-from diffrl.core.build import build
-from diffrl.core.evaluate import make_evaluate
 from diffrl.core.loggers import JsonlLogger, MultiLogger, TensorBoardLogger, WandbLogger
-from diffrl.core.loop import TrainState, make_components, state_shardings
+from diffrl.core.loop import TrainState
+from diffrl.core.run import Run, build_run, seed_keys
 from diffrl.core.run_dir import default_run_dir, refuse_existing_run
+from diffrl.core.stepping import replicated
 from diffrl.core.run_lock import RunDirLock
 from diffrl.records import atomic_write_json, segments_summary, write_run_record
 from diffrl.sharding import (initialize_distributed, local_mesh, make_mesh, matmul_precision, to_host,
@@ -51,11 +50,6 @@ class _Silent:
 
 class NonFiniteError(FloatingPointError):
     """Training produced NaN/inf; the message says where and when."""
-
-
-def seed_keys(seed: int, num_seeds: int) -> jax.Array:
-    base = jax.random.PRNGKey(seed)
-    return jnp.stack([jax.random.fold_in(base, i) for i in range(num_seeds)])
 
 
 def first_nonfinite(metrics: dict, iteration0: int) -> str | None:
@@ -119,28 +113,20 @@ def completed_summary(config: TrainConfig) -> dict | None:
 
 
 class Trainer:
-    """``Trainer(config).run()`` trains and writes the run directory; returns the summary."""
+    """``Trainer(config).run()`` trains and writes the run directory; returns the summary.
+
+    What is trained comes from the composition root (``diffrl.core.run.build_run``, or ``run``
+    when given); the trainer is the loop around it: chunks, evaluations, checkpoints, logs,
+    progress, signals and the run directory."""
 
     def __init__(self, config: TrainConfig, progress_fn: Callable[[dict], None] | None = None,
-                 metrics_fn: Callable[[int, dict], None] | None = None):
+                 metrics_fn: Callable[[int, dict], None] | None = None, run: Run | None = None):
         self.config = config
         # Before anything touches a device: a multi-process run joins its peers first.
         initialize_distributed(config.coordinator_address, config.num_processes, config.process_id)
-        self.env, self.algo, self.eval_env = build(config)  # validates first (device count included)
+        self.built = build_run(config) if run is None else run  # validates first (device count included)
         self.mesh = make_mesh(config.num_devices)
         self.is_main = jax.process_index() == 0
-        from diffrl.envs.registry import is_host_env
-
-        self.host = is_host_env(config.env)  # stepped outside JAX: diffrl.core.host_loop
-        if self.host:
-            from diffrl.core.host_loop import HostComponents
-
-            self.components = HostComponents(config, self.env, self.algo)
-            self.evaluate = self.components.evaluate
-        else:
-            self.components = make_components(config, self.env, self.algo)
-            self.evaluate = make_evaluate(config, self.eval_env, self.algo)
-        self.samplers = tuple(config.eval_samplers) or (self.algo.samplers[0],)
         if config.resume:
             self.run_dir = Path(config.resume)
         else:
@@ -154,46 +140,36 @@ class Trainer:
         self.run_id: str | None = None
         self._signals = None
 
+    # Shorthands for the run's pieces (callers of the trainer read them after a run).
+    @property
+    def algo(self):
+        return self.built.algo
+
+    @property
+    def env(self):
+        return self.built.env
+
+    @property
+    def eval_env(self):
+        return self.built.eval_env
+
+    @property
+    def samplers(self) -> tuple[str, ...]:
+        return self.built.samplers
+
     def request_stop(self) -> None:
         """Finish the chunk in flight, write a checkpoint, then return (SIGINT/SIGTERM do this)."""
         self._stop_requested = True
 
     # -- compiled functions ------------------------------------------------------
-    def _replicated(self, x):
-        """A host value as a global array replicated on every device of the mesh."""
-        return jax.device_put(np.asarray(x), NamedSharding(self.mesh, P()))
-
     def _compile(self, keys):
-        if self.host:
-            return self._start_host(keys)
-        t0 = time.perf_counter()
-        keys = self._replicated(keys)
-        self.shardings = state_shardings(jax.eval_shape(jax.vmap(self.components.init), keys), self.mesh, True)
-        init = jax.jit(jax.vmap(self.components.init), out_shardings=self.shardings)
-        state = init(keys)
-        jax.block_until_ready(state)
-        t_init = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        chunk = jax.jit(jax.vmap(self.components.chunk), in_shardings=(self.shardings,),
-                        out_shardings=(self.shardings, NamedSharding(self.mesh, P())),
-                        donate_argnums=0).lower(state).compile()
-        t_chunk = time.perf_counter() - t0
-        evaluate = jax.jit(jax.vmap(self.evaluate, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
-        return state, chunk, evaluate, {"compile/init_s": t_init, "compile/chunk_s": t_chunk}
-
-    def _start_host(self, keys):
-        """Host environments: start the workers and build the state; the act and update functions
-        compile on their first call (inside the first chunk and evaluation)."""
-        t0 = time.perf_counter()
-        state = self.components.init(self._replicated(keys))
-        jax.block_until_ready(state)
-        self.shardings = state_shardings(state, self.mesh, True)  # env_state is None: all replicated
-        return state, self.components.chunk, self.evaluate, {"compile/init_s": time.perf_counter() - t0,
-                                                             "compile/chunk_s": 0.0}
+        started = self.built.stepper.start(keys, self.mesh)
+        self.shardings = started.shardings
+        return started.state, started.chunk, started.evaluate, started.compile_times
 
     def _eval(self, evaluate, state: TrainState, key) -> dict:
         row = {}
-        keys = self._replicated(jax.random.split(key, self.config.num_seeds))
+        keys = replicated(jax.random.split(key, self.config.num_seeds), self.mesh)
         for i, sampler in enumerate(self.samplers):
             out = to_host(evaluate(state.algo, state.obs_stats, state.critic_obs_stats, keys, sampler))
             prefix = "eval/" if i == 0 else f"eval/{sampler}/"
@@ -258,8 +234,7 @@ class Trainer:
             return summary
         finally:
             self.stop_signal = signals.signum
-            if self.host:  # stop the simulator workers
-                self.components.close()
+            self.built.stepper.close()  # stops simulator workers (nothing to stop for a JAX env)
             progress.close()
             logger.close()
 
@@ -319,16 +294,11 @@ class Trainer:
         if meta.get("chunk_iterations") != self.config.iterations_per_chunk:
             raise ValueError(f"--resume: checkpoint has {meta.get('chunk_iterations')} iterations per chunk, "
                              f"this configuration {self.config.iterations_per_chunk}")
-        if self.host:  # the state's shapes are only known from the workers: checked on restore
+        shape = self.built.stepper.state_shape(keys)
+        if shape is None:  # known only once the simulators run: checked on restore
             return
-
-        def init_as_data(k):
-            state = jax.vmap(self.components.init)(k)
-            return jax.tree.map(lambda x: jax.random.key_data(x)
-                                if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x, state)
-
         try:
-            check_target(meta, jax.eval_shape(init_as_data, keys))
+            check_target(meta, shape)
         except CheckpointError as e:
             raise ValueError(f"--resume {self.run_dir}: the settings given cannot continue checkpoint "
                              f"{path.name}: {e}") from None
@@ -362,9 +332,8 @@ class Trainer:
             from diffrl.export import export_from_train_state
 
             sampler = next((s for s in self.samplers if s in self.algo.policy.samplers), None)
-            spec = self.eval_env.unwrapped.spec
             export_from_train_state(self.run_dir / "policy", self.algo, state, self.config, seed=0, sampler=sampler,
-                                    extra={"action_low": list(spec.action_low), "action_high": list(spec.action_high)})
+                                    extra=self.built.action_bounds)
             out["policy_dir"] = str(self.run_dir / "policy")
         except Exception as e:  # an export problem must not lose the finished run
             warnings.warn(f"policy export failed: {e}")
