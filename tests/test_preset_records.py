@@ -1,0 +1,95 @@
+"""Presets as declared records (diffrl.algos.preset): chains resolve from their root, wrong declarations
+are refused with the reason, every value names its source, and every measured source links to an existing
+heading of docs/learning-evidence.md."""
+import re
+from pathlib import Path
+
+import pytest
+
+from diffrl.algos.preset import Preset, PresetError, catalogue, chain, evidence_anchor, resolve_values, walk
+from diffrl.presets import DEFAULTS, PRESETS, RECORDS, default_preset, sources
+
+ROOT = Path(__file__).resolve().parents[1]
+EVIDENCE = ROOT / "docs" / "learning-evidence.md"
+
+
+def _reads_only_own_section(algo: str, key: str) -> bool:
+    """A toy rule: algorithm "a" reads section "x", "b" reads section "y"."""
+    return "." not in key or key.split(".")[0] == {"a": "x", "b": "y"}[algo]
+
+
+def _toy() -> dict[str, Preset]:
+    return catalogue((
+        Preset("a-big", "root", settings={"paper": {"algo": "a", "steps": 100, "x.width": 64}}),
+        Preset("a-small", "fewer steps", base="a-big", settings={"budget": {"steps": 10}}),
+        Preset("b-small", "b on a-small", base="a-small", settings={"paper b": {"algo": "b", "y.width": 8}}),
+    ))
+
+
+def test_a_chain_resolves_from_its_root_and_drops_what_its_algorithm_does_not_read():
+    presets = _toy()
+    assert [p.name for p in chain("b-small", presets)] == ["a-big", "a-small", "b-small"]
+    assert resolve_values("a-small", presets, _reads_only_own_section) == {"algo": "a", "steps": 10, "x.width": 64}
+    steps = list(walk("b-small", presets, _reads_only_own_section))
+    assert [s.algo for s in steps] == ["a", "a", "b"]
+    assert steps[-1].dropped == ("x.width",)
+    assert dict(steps[-1].values) == {"algo": "b", "steps": 10, "y.width": 8}
+
+
+def test_a_missing_base_a_loop_and_a_value_under_two_sources_are_refused():
+    with pytest.raises(PresetError, match="'b-small': its base 'a-huge' is not a preset"):
+        chain("b-small", {**_toy(), "b-small": Preset("b-small", "x", base="a-huge", settings={"s": {"algo": "b"}})})
+    loop = {"p": Preset("p", "x", base="q", settings={"s": {"algo": "a"}}),
+            "q": Preset("q", "x", base="p", settings={"s": {"steps": 1}})}
+    with pytest.raises(PresetError, match=r"loops \(p -> q -> p\)"):
+        chain("p", loop)
+    with pytest.raises(PresetError, match="steps is set under two sources"):
+        Preset("p", "x", settings={"one": {"algo": "a", "steps": 1}, "two": {"steps": 2}})
+    with pytest.raises(PresetError, match="must name its algorithm"):
+        Preset("p", "x", settings={"one": {"steps": 1}})
+    with pytest.raises(PresetError, match="no source"):
+        Preset("p", "x", settings={" ": {"algo": "a"}})
+    with pytest.raises(PresetError, match="declared twice"):
+        catalogue(tuple(_toy().values()), (Preset("a-big", "again", settings={"s": {"algo": "a"}}),))
+
+
+def test_records_are_read_only():
+    record = RECORDS["trudi-dmc-cpu"]
+    with pytest.raises(TypeError):
+        record.settings["another source"] = {"num_envs": 1}
+
+
+def test_every_resolved_value_of_every_preset_names_its_source():
+    for name, values in PRESETS.items():
+        found = sources(name)
+        assert set(found) == set(values), name
+        for key, (owner, source) in found.items():
+            assert owner in {p.name for p in chain(name, RECORDS)} and source and source.strip(), (name, key)
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub-style anchors of a Markdown file's headings (as tests/test_docs_links.py)."""
+    return {re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in path.read_text().splitlines() if line.startswith("#")}
+
+
+def test_every_learning_evidence_link_resolves_to_a_heading():
+    anchors = _anchors(EVIDENCE)
+    linked = set()
+    for record in RECORDS.values():
+        for text in (record.summary, *record.settings):
+            anchor = evidence_anchor(text)
+            if anchor is not None:
+                linked.add(anchor)
+                assert anchor in anchors, f"{record.name}: {text!r} links to a missing heading"
+    assert {"reppo-dmc-cpu", "trudi-dmc-cpu", "amdp-dmc-cpu", "small-batch-stability"} <= linked
+
+
+def test_the_default_preset_is_read_from_the_records():
+    for (algo, fam), name in DEFAULTS.items():
+        assert PRESETS[name]["algo"] == algo and fam in RECORDS[name].default_for
+    assert default_preset("trudi", "playground/CartpoleBalance") == "trudi-dmc-cpu"
+    assert default_preset("trudi", "toy/BimodalBandit") == "trudi-bandit"
+    assert default_preset("ppo", "toy/BimodalBandit") == "ppo-toy"
+    assert default_preset("sac", "toy/MirrorGoals") == "sac-dmc-cpu"  # the off-policy CPU preset elsewhere
+    assert default_preset("ppo", "unknown/Task") is None
