@@ -1,12 +1,13 @@
 """Presets as declared records (diffrl.algos.preset): chains resolve from their root, wrong declarations
-are refused with the reason, every value names its source, and every measured source links to an existing
-heading of docs/learning-evidence.md."""
+are refused with the reason, every value names its source, every measured source links to an existing
+heading of docs/learning-evidence.md, and `diffrl presets --show/--algo` print them."""
 import re
 from pathlib import Path
 
 import pytest
 
 from diffrl.algos.preset import Preset, PresetError, catalogue, chain, evidence_anchor, resolve_values, walk
+from diffrl.cli import main
 from diffrl.presets import DEFAULTS, PRESETS, RECORDS, default_preset, sources
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,3 +94,29 @@ def test_the_default_preset_is_read_from_the_records():
     assert default_preset("ppo", "toy/BimodalBandit") == "ppo-toy"
     assert default_preset("sac", "toy/MirrorGoals") == "sac-dmc-cpu"  # the off-policy CPU preset elsewhere
     assert default_preset("ppo", "unknown/Task") is None
+
+
+def test_presets_show_prints_the_chain_with_sources_and_the_resolved_sections(capsys):
+    assert main(["presets", "--show", "trudi-dmc-cpu"]) == 0
+    text = capsys.readouterr().out
+    assert "chain: reppo-dmc-cpu -> trudi-dmc-cpu" in text
+    assert "leaves at their defaults (trudi does not read them): gaussian.hidden, gaussian.norm" in text
+    assert "docs/learning-evidence.md#trudi-dmc-cpu" in text and "arXiv 2606.15260" in text
+    resolved = text.split("\nresolved for trudi")[1]
+    assert "* reppo.critic_lr = 0.001" in resolved and "* diffusion.hidden = (128, 128)" in resolved
+    assert "gaussian." not in resolved  # only the sections TruDi reads
+
+
+def test_presets_algo_lists_only_that_algorithms_presets(capsys):
+    assert main(["presets", "--algo", "trudi"]) == 0
+    names = [line.split()[0].rstrip(":") for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
+    assert names == [n for n in PRESETS if PRESETS[n]["algo"] == "trudi"] and len(names) == 13
+
+
+def test_unknown_names_are_answered_in_one_line(capsys):
+    assert main(["presets", "--algo", "trudy"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "did you mean trudi" in err and len(err.splitlines()) == 1
+    assert main(["presets", "--show", "reppo-dmc-cpux"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "did you mean reppo-dmc-cpu" in err and len(err.splitlines()) == 1
