@@ -22,30 +22,22 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules when imported from elsewhere
+from grid import cell_config, cells, evaluated_samplers, parse_settings, run_grid  # noqa: E402
+
 
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     from diffrl.core.trainer import Trainer
-    from diffrl.policies.base import offered_samplers
-    from diffrl.overrides import set_field
-    from diffrl.presets import resolve
 
-    config = resolve(algo, env, None)
-    config = config.replace(total_env_steps=args.total_env_steps, num_seeds=args.num_seeds,
-                            seed=args.seed, num_evals=args.num_evals, progress=False,
-                            out=str(Path(args.out) / "runs" / f"{env.replace('/', '_')}-{algo}"))
-    for key, value in overrides.items():
-        if key.startswith(algo + ":"):
-            key = key.split(":", 1)[1]
-        elif ":" in key:
-            continue
-        config = set_field(config, key, value)
-    trainer = Trainer(config)
+    config = cell_config(algo, env, None, overrides, total_env_steps=args.total_env_steps,
+                         num_seeds=args.num_seeds, seed=args.seed, num_evals=args.num_evals, progress=False,
+                         out=str(Path(args.out) / "runs" / f"{env.replace('/', '_')}-{algo}"))
     if args.samplers:
-        wanted, note = offered_samplers(args.samplers.split(","), trainer.algo)
+        wanted, note = evaluated_samplers(config, args.samplers.split(","))
         if note:
             print(f"[compare] {algo}: {note}", file=sys.stderr, flush=True)
         config = config.replace(eval_samplers=wanted)
-        trainer = Trainer(config)
+    trainer = Trainer(config)
     t0 = time.perf_counter()
     summary = trainer.run()
     summary["total_wall_s"] = time.perf_counter() - t0
@@ -82,18 +74,18 @@ def main(argv=None) -> int:
                    help="override key=value for every run (or algo:key=value for one algorithm)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    overrides = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        overrides[key] = value  # text: set_field converts it to the field's type
+    overrides = parse_settings(args.set)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = []
-    for env in args.envs.split(","):
-        for algo in args.algos.split(","):
-            print(f"[compare] {algo} on {env}", file=sys.stderr, flush=True)
-            results.append(run_pair(algo, env, args, overrides))
-            (out / "results.json").write_text(json.dumps(results, indent=2))
+
+    def record(results):
+        (out / "results.json").write_text(json.dumps(results, indent=2))
+
+    def announce(cell):
+        print(f"[compare] {cell.algo} on {cell.env}", file=sys.stderr, flush=True)
+
+    results = run_grid(cells(args.algos.split(","), args.envs.split(",")),
+                       lambda cell: run_pair(cell.algo, cell.env, args, overrides), announce=announce, after=record)
     text = table(results)
     header = (f"Command: `python benchmarks/compare.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n")
     (out / "table.md").write_text(header + text + "\n")

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from grid import Cell, cell_config, cells, evaluated_samplers, parse_settings, run_grid  # noqa: E402
 from stability import random_return  # noqa: E402
 
 METRICS = ("behaviour_entropy", "mode_reached", "episode_return")
@@ -108,26 +109,17 @@ def median_ci(values, seed: int = 0) -> tuple[float, float, float, int]:
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     import jax
 
-    from diffrl.core.evaluate import make_evaluate
+    from diffrl.core.run import build_run
     from diffrl.core.trainer import Trainer
-    from diffrl.overrides import set_field
-    from diffrl.presets import resolve
 
-    name = f"{env.replace('/', '_')}--{algo}"
-    config = resolve(algo, env, args.preset.get(algo))
+    name = Cell(algo, env).name
     changes = dict(num_seeds=args.num_seeds, seed=args.seed, num_evals=args.num_evals, progress=False,
                    tensorboard=False, checkpoint_every=0, out=str(Path(args.runs_dir) / name))
     steps = args.total_env_steps.get(env, args.total_env_steps.get(""))
     if steps:
         changes["total_env_steps"] = steps
-    config = config.replace(**changes)
-    for key, value in overrides.items():
-        scope, _, field = key.rpartition(":") if ":" in key else key.rpartition("@")
-        if scope and scope not in (algo, env):
-            continue
-        config = set_field(config, field, value)
-    probe = Trainer(config)
-    samplers = tuple(s for s in (args.samplers or probe.algo.samplers) if s in probe.algo.samplers)
+    config = cell_config(algo, env, args.preset.get(algo), overrides, **changes)
+    samplers, _ = evaluated_samplers(config, args.samplers)
     config = config.replace(eval_samplers=samplers)
     trainer = Trainer(config)
     t0 = time.perf_counter()
@@ -139,8 +131,8 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
         prefix = "eval/" if i == 0 else f"eval/{sampler}/"
         curve[sampler] = {k: [r.get(prefix + k) for r in rows] for k in ("episode_return", "behaviour_entropy",
                                                                          "mode_reached")}
-    evaluate = make_evaluate(config.replace(eval_envs=args.episodes), trainer.eval_env, trainer.algo)
-    evaluate = jax.jit(jax.vmap(evaluate, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
+    # The final evaluation: the trained run's, with --episodes episodes per seed.
+    evaluate = build_run(config.replace(eval_envs=args.episodes)).stepper.evaluate
     state = trainer.state
     keys = jax.random.split(jax.random.PRNGKey(args.seed + 1_000_003), config.num_seeds)
     final = {s: seed_values(evaluate(state.algo, state.obs_stats, state.critic_obs_stats, keys, s))
@@ -223,7 +215,7 @@ def main(argv=None) -> int:
     args.preset = dict(item.split("=", 1) for item in args.preset)
     args.total_env_steps = {k: int(v) for k, _, v in (
         (item.rpartition("=")[0], None, item.rpartition("=")[2]) for item in args.total_env_steps)}
-    overrides = {k: v for k, v in (item.split("=", 1) for item in args.set)}
+    overrides = parse_settings(args.set)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.runs_dir = args.runs_dir or str(Path("runs") / "multimodality" / out.name)
@@ -234,17 +226,20 @@ def main(argv=None) -> int:
     args.random = {env: random_return(resolve("ppo", env, None), episodes=1024) for env in envs}
     (out / "command.txt").write_text(
         "python benchmarks/multimodality.py " + " ".join(sys.argv[1:] if argv is None else argv) + "\n")
-    records = []
-    for env in envs:
-        for algo in algos:
-            path = out / f"{env.replace('/', '_')}--{algo}.json"
-            if args.resume and path.exists():
-                records.append(json.loads(path.read_text()))
-                continue
-            print(f"== {algo} on {env} ({args.num_seeds} seeds)", flush=True)
-            records.append(run_pair(algo, env, args, overrides))
-            (out / "table.md").write_text(table(records))
-            print(table(records[-1:]), flush=True)
+
+    def recorded(cell):
+        path = out / f"{cell.name}.json"
+        return json.loads(path.read_text()) if args.resume and path.exists() else None
+
+    def tabulate(records):
+        (out / "table.md").write_text(table(records))
+        print(table(records[-1:]), flush=True)
+
+    def announce(cell):
+        print(f"== {cell.algo} on {cell.env} ({args.num_seeds} seeds)", flush=True)
+
+    records = run_grid(cells(algos, envs), lambda cell: run_pair(cell.algo, cell.env, args, overrides),
+                       recorded=recorded, announce=announce, after=tabulate)
     (out / "table.md").write_text(table(records))
     return 0
 

@@ -44,6 +44,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules when imported from elsewhere
+from grid import Cell, cell_config, cells, evaluated_samplers, parse_settings, run_grid  # noqa: E402
+
 # Largest possible undiscounted return per task (reward upper bound x episode length).
 MAX_RETURN = {
     "gymnax/Pendulum-v1": 0.0,  # reward -(theta^2 + 0.1 thetadot^2 + 0.001 u^2) <= 0
@@ -170,31 +173,20 @@ def load_chunk_metrics(run_dir: Path, before_iteration: int | None = None) -> li
 
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
     from diffrl.core.trainer import Trainer
-    from diffrl.policies.base import offered_samplers
-    from diffrl.overrides import set_field
-    from diffrl.presets import resolve
 
-    name = f"{env.replace('/', '_')}--{algo}"
+    name = Cell(algo, env).name
     out = Path(args.out)
     if args.resume and (out / f"{name}.json").exists():
         print(f"[stability] {name}: already recorded in {out}, read back", file=sys.stderr, flush=True)
         return json.loads((out / f"{name}.json").read_text())
     run_dir = out / "runs" / name
-    config = resolve(algo, env, args.preset.get(algo))
     changes = dict(num_seeds=args.num_seeds, seed=args.seed, num_evals=args.num_evals, eval_envs=args.eval_envs,
                    progress=False, tensorboard=False, checkpoint_every=args.checkpoint_every,
                    out=str(run_dir))
     if args.total_env_steps:
         changes["total_env_steps"] = args.total_env_steps
-    config = config.replace(**changes)
-    for key, value in overrides.items():
-        if key.startswith(algo + ":"):
-            key = key.split(":", 1)[1]
-        elif ":" in key:
-            continue
-        config = set_field(config, key, value)
-    probe = Trainer(config)
-    samplers, note = offered_samplers(args.samplers or probe.algo.samplers, probe.algo)
+    config = cell_config(algo, env, args.preset.get(algo), overrides, **changes)
+    samplers, note = evaluated_samplers(config, args.samplers)
     if note:
         print(f"[stability] {algo}: {note}", file=sys.stderr, flush=True)
     config = config.replace(eval_samplers=samplers)
@@ -356,20 +348,23 @@ def main(argv=None) -> int:
         p.error("--algos and --envs are required (unless --report)")
     args.samplers = tuple(args.samplers.split(",")) if args.samplers else None
     args.preset = dict(item.split("=", 1) for item in args.preset)
-    overrides = {k: v for k, v in (item.split("=", 1) for item in args.set)}
+    overrides = parse_settings(args.set)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    records = []
-    for env in args.envs.split(","):
-        for algo in args.algos.split(","):
-            print(f"== {algo} on {env} ({args.num_seeds} seeds)", flush=True)
-            try:
-                records.append(run_pair(algo, env, args, overrides))
-            except UnfinishedRunError as e:
-                print(f"stability.py: {e}", file=sys.stderr)
-                return 2
-            (out / "table.md").write_text(table(records))
-            print(table(records[-1:]), flush=True)
+
+    def tabulate(records):
+        (out / "table.md").write_text(table(records))
+        print(table(records[-1:]), flush=True)
+
+    def announce(cell):
+        print(f"== {cell.algo} on {cell.env} ({args.num_seeds} seeds)", flush=True)
+
+    try:
+        run_grid(cells(args.algos.split(","), args.envs.split(",")),
+                 lambda cell: run_pair(cell.algo, cell.env, args, overrides), announce=announce, after=tabulate)
+    except UnfinishedRunError as e:
+        print(f"stability.py: {e}", file=sys.stderr)
+        return 2
     (out / "command.txt").write_text("python benchmarks/stability.py " + " ".join(sys.argv[1:] if argv is None else argv) + "\n")
     return 0
 

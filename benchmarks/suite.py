@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules when imported from elsewhere
 
+from grid import Cell, apply_settings, parse_settings, run_grid  # noqa: E402
 from suite_records import record_path, records_from_run_dir  # noqa: E402
 from suite_settings import PAPER, QUICK, SuiteSettings  # noqa: E402
 
@@ -46,14 +47,7 @@ class SuiteInterrupted(RuntimeError):
     """A program was stopped (SIGINT/SIGTERM) after checkpointing; rerun to continue."""
 
 
-def parse_overrides(items: list[str]) -> dict:
-    overrides = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set expects key=value or algo:key=value, got {item!r}")
-        overrides[key] = value  # text: set_field converts it to the field's type
-    return overrides
+parse_overrides = parse_settings  # the --set values (grid.py)
 
 
 def full_task_name(task: str) -> str:
@@ -115,12 +109,11 @@ def check_names(settings: SuiteSettings) -> None:
 
 
 def program_dir(out: Path, algo: str, task: str) -> Path:
-    return out / "train" / f"{task.replace('/', '_')}--{algo}"
+    return out / "train" / Cell(algo, task).name
 
 
 def make_config(settings: SuiteSettings, algo: str, task: str, overrides: dict, out: Path):
     """The validated TrainConfig of one (algo, task) program."""
-    from diffrl.overrides import set_field
     from diffrl.presets import resolve
 
     config = resolve(algo, task, settings.presets.get(algo))
@@ -130,12 +123,7 @@ def make_config(settings: SuiteSettings, algo: str, task: str, overrides: dict, 
         checkpoint_every=1, keep_checkpoints=1, out=str(program_dir(out, algo, task)))
     if settings.num_envs is not None:
         config = config.replace(num_envs=settings.num_envs)
-    for key, value in overrides.items():
-        if ":" in key:
-            target, key = key.split(":", 1)
-            if target != algo:
-                continue
-        config = set_field(config, key, value)
+    config = apply_settings(config, overrides, algo, task)
     config.validate()
     return config
 
@@ -271,8 +259,9 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     counts: dict[str, int] = {}
     try:
-        for algo, task, config in programs:
-            status = run_program(out, algo, task, config, log=lambda m: print(m, file=sys.stderr, flush=True))
+        statuses = run_grid(programs, lambda program: run_program(
+            out, *program, log=lambda m: print(m, file=sys.stderr, flush=True)))
+        for status in statuses:
             counts[status] = counts.get(status, 0) + 1
     except SuiteInterrupted as e:
         print(f"[suite] {e}", file=sys.stderr)

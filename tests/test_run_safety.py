@@ -59,6 +59,22 @@ def test_out_at_a_trained_run_is_refused_and_nothing_changes(run, monkeypatch):
     assert snapshot(run) == before
 
 
+def test_eval_export_and_actions_restore_the_run_without_building_a_trainer(run, monkeypatch, tmp_path):
+    """The commands that use a run directory build its run (``diffrl.core.run.restore_run``), not a
+    trainer, and change nothing in the directory."""
+    from diffrl.core.trainer import Trainer
+
+    monkeypatch.setattr(Trainer, "__init__", lambda *a, **k: pytest.fail("built a trainer"))
+    before = snapshot(run)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["eval", str(run), "--episodes", "2", "--sampler", "mean"]) == 0
+        assert main(["export", str(run), "--out", str(tmp_path / "policy")]) == 0
+        assert main(["actions", str(run), "--out", str(tmp_path / "actions.png"), "--states", "1",
+                     "--samples", "8"]) == 0
+    assert (tmp_path / "policy" / "policy.json").is_file() and (tmp_path / "actions.png").is_file()
+    assert snapshot(run) == before
+
+
 def test_move_aside_keeps_the_old_run_and_starts_afresh(run):
     before = snapshot(run)
     rc, err = train("--total-env-steps", "512", "--num-evals", "1", "--out", str(run), "--move-aside")

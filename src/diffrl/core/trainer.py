@@ -28,8 +28,8 @@ from diffrl.core.loggers import JsonlLogger, MultiLogger, TensorBoardLogger, Wan
 from diffrl.core.loop import TrainState
 from diffrl.core.run import Run, build_run, seed_keys
 from diffrl.core.run_dir import default_run_dir, refuse_existing_run
-from diffrl.core.stepping import replicated
 from diffrl.core.run_lock import RunDirLock
+from diffrl.core.stepping import replicated
 from diffrl.records import atomic_write_json, segments_summary, write_run_record
 from diffrl.sharding import (initialize_distributed, local_mesh, make_mesh, matmul_precision, to_host,
                              wait_for_all_processes)
