@@ -52,7 +52,8 @@ M1_SEEDS = 5
 # pilot (benchmarks/results/ledger/pilot.json): {(algo, task): (seeds of cell 1, seeds of cell 2, ...)}.
 M1_SEED_SPLITS: dict[tuple[str, str], tuple[int, ...]] = {
     **{(algo, "CheetahRun"): (1, 1, 1, 1, 1) for algo in M1_ALGOS},  # 100-140 min for 5 seeds
-    **{("trudi", task): (3, 2) for task in ("HumanoidRun", "HumanoidStand", "HumanoidWalk")},  # ~42 min for 5
+    # ~42 min (TruDi) and ~48 min (AMDP) for 5 seeds on one core (pilot.json, 2026-12-06): two cells each
+    **{(algo, task): (3, 2) for algo in ("trudi", "amdp") for task in ("HumanoidRun", "HumanoidStand", "HumanoidWalk")},
 }
 
 M2_TASKS: tuple[str, ...] = ("CartpoleSwingup", "CheetahRun")
