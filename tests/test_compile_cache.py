@@ -49,5 +49,32 @@ def test_second_run_loads_what_two_concurrent_runs_compiled(tmp_path):
     warm = start("c")
     _, err = warm.communicate(timeout=600)
     assert warm.returncode == 0, err
-    times = [json.loads((tmp_path / name / "summary.json").read_text())["compile/chunk_s"] for name in "abc"]
+    summaries = [json.loads((tmp_path / name / "summary.json").read_text()) for name in "abc"]
+    times = [s["compile/chunk_s"] for s in summaries]
     assert times[2] < 0.5 * min(times[:2]), times
+    # the traced programs were kept too (diffrl.program_cache): the warm run traced neither
+    assert list((tmp_path / "cache-exported").glob("*.exported"))
+    assert summaries[2]["compile/programs_read"] == 2, summaries[2]
+    # and they compute what the runs that traced them computed, bit for bit
+    assert _computed(tmp_path / "a") == _computed(tmp_path / "b") == _computed(tmp_path / "c")
+
+
+def _computed(run):
+    """A run's logged numbers without its timings."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if not (k.startswith("walltime") or k in ("train/sps", "train/time_s"))}
+            for row in rows]
+
+
+@pytest.mark.heavy(40)
+def test_without_the_cache_a_run_computes_the_same_bits(tmp_path):
+    # one configuration, one program: cache on (written, then read) or off, the numbers agree
+    env = {**os.environ, "DIFFRL_COMPILE_CACHE": str(tmp_path / "cache")}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    for name, extra in (("on", []), ("read", []), ("off", ["--no-compile-cache"])):
+        done = subprocess.run([sys.executable, "-m", "diffrl.cli", *TINY[:1], *extra, *TINY[1:],
+                               "--out", str(tmp_path / name)], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+    read = json.loads((tmp_path / "read" / "summary.json").read_text())
+    assert read["compile/programs_read"] == 2
+    assert _computed(tmp_path / "on") == _computed(tmp_path / "read") == _computed(tmp_path / "off")

@@ -73,7 +73,10 @@ def build_run(config: TrainConfig, eval_env=None) -> Run:
         from diffrl.core.loop import make_components
         from diffrl.core.stepping import JaxStepper
 
-        stepper = JaxStepper(make_components(config, env, algo), make_evaluate(config, eval_env, algo))
+        from diffrl.program_cache import program_identity
+
+        stepper = JaxStepper(make_components(config, env, algo), make_evaluate(config, eval_env, algo),
+                             identity=program_identity(config))
     return Run(config=config, env=env, eval_env=eval_env, algo=algo, stepper=stepper)
 
 

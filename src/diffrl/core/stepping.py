@@ -63,27 +63,38 @@ class Stepper(Protocol):
 
 
 class JaxStepper:
-    """A JAX environment: the chunk and the evaluation are compiled programs over every seed."""
+    """A JAX environment: the chunk and the evaluation are compiled programs over every seed.
 
-    def __init__(self, components: Components, evaluate_one: Callable[..., dict]):
+    Each program goes through ``diffrl.program_cache``: with ``identity`` (the run's, from
+    ``program_identity``) a second start of the same configuration reads the traced programs back
+    instead of tracing them, and JAX's compilation cache holds their executables."""
+
+    def __init__(self, components: Components, evaluate_one: Callable[..., dict], identity: dict | None = None):
         self.components = components
-        # One wrapper for the run: its compilation is cached across evaluations and samplers.
-        self._evaluate = jax.jit(jax.vmap(evaluate_one, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
+        self.evaluate_one = evaluate_one
+        self.identity = identity
+        self._evaluations: dict[str, Callable] = {}  # per sampler, compiled on its first call
 
     def start(self, keys: jax.Array, mesh: Mesh) -> Started:
-        init_one = self.components.init
+        from diffrl.program_cache import compiled_program
+
+        replicate = NamedSharding(mesh, P())
         t0 = time.perf_counter()
         keys = replicated(keys, mesh)
-        shardings = state_shardings(jax.eval_shape(jax.vmap(init_one), keys), mesh, True)
-        state = jax.jit(jax.vmap(init_one), out_shardings=shardings)(keys)
+        init, init_read = compiled_program("init", jax.vmap(self.components.init), (keys,), identity=self.identity,
+                                           out_shardings=lambda state: state_shardings(state, mesh, True))
+        state = init(keys)
         jax.block_until_ready(state)
+        shardings = state_shardings(state, mesh, True)
         t_init = time.perf_counter() - t0
         t0 = time.perf_counter()
-        chunk = jax.jit(jax.vmap(self.components.chunk), in_shardings=(shardings,),
-                        out_shardings=(shardings, NamedSharding(mesh, P())),
-                        donate_argnums=0).lower(state).compile()
+        chunk, chunk_read = compiled_program(
+            "chunk", jax.vmap(self.components.chunk), (state,), identity=self.identity, donate_argnums=(0,),
+            out_shardings=lambda out: (state_shardings(out[0], mesh, True), jax.tree.map(lambda _: replicate, out[1])))
         t_chunk = time.perf_counter() - t0
-        return Started(state, chunk, self._evaluate, shardings, {"compile/init_s": t_init, "compile/chunk_s": t_chunk})
+        return Started(state, chunk, self.evaluate, shardings,
+                       {"compile/init_s": t_init, "compile/chunk_s": t_chunk,
+                        "compile/programs_read": int(init_read) + int(chunk_read)})
 
     def template(self, keys: jax.Array) -> TrainState:
         return jax.jit(jax.vmap(self.components.init))(keys)
@@ -98,7 +109,16 @@ class JaxStepper:
         return jax.eval_shape(init_as_data, keys)
 
     def evaluate(self, algo_state, obs_stats, critic_stats, keys: jax.Array, sampler: str) -> dict:
-        return self._evaluate(algo_state, obs_stats, critic_stats, keys, sampler)
+        args = (algo_state, obs_stats, critic_stats, keys)
+        if sampler not in self._evaluations:
+            from diffrl.program_cache import compiled_program
+
+            def evaluate_all(algo_state, obs_stats, critic_stats, keys):
+                return jax.vmap(lambda *a: self.evaluate_one(*a, sampler))(algo_state, obs_stats, critic_stats, keys)
+
+            self._evaluations[sampler], _ = compiled_program(f"evaluate[{sampler}]", evaluate_all, args,
+                                                             identity=self.identity)
+        return self._evaluations[sampler](*args)
 
     def close(self) -> None:
         """Nothing runs outside the compiled programs."""
