@@ -97,3 +97,79 @@ def test_dry_run_through_run_sh_writes_every_part(tmp_path):
     for heading in ("## a. Cost relative to REPPO", "## b. Training against the simulator alone", "## c. Learning"):
         assert heading in text
     assert "run.sh: jax" in (out / "run.log").read_text()
+
+
+# -- which jax run.sh uses (issue 48): the newest that works, then the pinned one ---------------------------
+
+def _pinned_jax() -> str:
+    return next(line.split("==")[1].strip() for line in (ROOT / "requirements.lock").read_text().splitlines()
+                if line.lower().startswith("jax=="))
+
+
+def _wheel(folder: Path, dist: str, version: str, files: dict[str, str]) -> None:
+    """A minimal installable wheel of ``dist`` holding ``files``."""
+    import zipfile
+
+    info = f"{dist}-{version}.dist-info"
+    members = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
+               f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    members[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in members) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(folder / f"{dist}-{version}-py3-none-any.whl", "w") as z:
+        for name, text in members.items():
+            z.writestr(name, text)
+
+
+def _fake_jax(folder: Path, version: str, works: bool = True) -> None:
+    """jax and jaxlib wheels of ``version``; one that does not work installs no ``jax`` package (so the
+    image's jax is what imports, beside a jaxlib it refuses)."""
+    jax = {"jax/__init__.py": f"__version__ = {version!r}\ndef default_backend():\n    return 'cpu'\n"
+                              "def devices():\n    return ['fake:0']\n"} if works else {"jax_broken/__init__.py": ""}
+    _wheel(folder, "jax", version, jax)
+    _wheel(folder, "jaxlib", version, {"jaxlib/__init__.py": f"__version__ = {version!r}\n"})
+
+
+def _pick_jax(tmp_path: Path, wheels: Path | None) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "DIFFRL_GPU_SITE": str(tmp_path / "site"),
+           "DIFFRL_GPU_WHEELS": str(wheels or tmp_path / "none"), "DIFFRL_GPU_REQUIRE_GPU": "0"}
+    flags = ["--jax-only"] + ([] if wheels else ["--skip-install"])
+    proc = subprocess.run(["bash", str(GPU / "run.sh"), *flags], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, json.loads((out / "jax.json").read_text())
+
+
+def test_run_sh_records_the_jax_it_uses(tmp_path):
+    import jax
+
+    proc, record = _pick_jax(tmp_path, None)
+    assert record["schema"] == "diffrl.gpu_jax/1" and record["pinned"] == _pinned_jax()
+    assert record["used"] == record["jax"] == jax.__version__ and record["source"] == "image"
+    assert record["backend"] == "cpu" and record["distributions"]["jaxlib"] == jax.__version__
+    assert f"run.sh: using jax {jax.__version__} (from the image" in proc.stdout
+    assert (tmp_path / "out" / "run.log").read_text().count("run.sh: using jax") == 1
+
+
+def test_run_sh_follows_a_newer_carried_jax(tmp_path):
+    wheels = tmp_path / "whl"
+    wheels.mkdir()
+    _fake_jax(wheels, "99.0.0")
+    _, record = _pick_jax(tmp_path, wheels)
+    assert record["used"] == record["jax"] == "99.0.0" and record["source"] == "wheels"
+    assert record["newer_than_pinned"] and record["file"].startswith(str(tmp_path / "site-jax" / "99.0.0"))
+    assert [(c["version"], c["status"]) for c in record["candidates"]] == [("99.0.0", "used")]
+
+
+def test_run_sh_falls_back_to_the_pinned_jax_when_the_newest_does_not_work(tmp_path):
+    import jax
+
+    wheels = tmp_path / "whl"
+    wheels.mkdir()
+    _fake_jax(wheels, "99.1.0", works=False)
+    _fake_jax(wheels, "99.0.0")
+    _, record = _pick_jax(tmp_path, wheels)
+    assert jax.__version__ == _pinned_jax()  # this venv holds the pinned jax: the fallback
+    assert record["used"] == _pinned_jax() and record["source"] == "image" and not record["newer_than_pinned"]
+    first, second = record["candidates"]  # newest first, then the pinned one; 99.0.0 is not reached
+    assert first["version"] == "99.1.0" and first["status"].startswith("does not work here")
+    assert second == {"version": _pinned_jax(), "source": "image", "status": "used"}
