@@ -5,7 +5,9 @@ For every (algorithm, preset, environment) cell the training iteration the train
 update, the algorithm's update; the body of the trainer's chunk scan), the algorithm's update alone
 (``algo.update`` on the rollout batch: the learner without acting and simulation) and one evaluation
 (``core.evaluate.make_evaluate``, the first sampler) are lowered from abstract shapes
-(``jax.eval_shape``: nothing is allocated) and compiled for the CPU. Recorded per program:
+(``jax.eval_shape``: nothing is allocated) and compiled for the CPU. A host environment's cell (ManiSkill:
+the simulator is outside JAX) compiles the learner's update and acting step only, against the task's
+sizes (:data:`HOST_SPECS`). Recorded per program:
 
 * XLA's ``cost_analysis()`` (flops, transcendentals, bytes accessed), raw and with every while loop
   counted as often as it runs (:mod:`xla_cost`; XLA counts a loop body once);
@@ -45,8 +47,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DMC = "playground/CheetahRun"
 HUMANOID = "playground/G1JoystickFlatTerrain"
+MANISKILL = "maniskill/PushCube-v1"
+HOST_SPECS = {
+    # host environments (stepped outside JAX): the sizes the learner sees (tests/test_maniskill.py); only
+    # the update and the acting step compile, the simulator is not an XLA program
+    MANISKILL: {"obs_size": 35, "action_size": 8, "episode_length": 50},
+}
 REPPO_FAMILY = ("reppo", "trudi", "dime", "amdp", "amdp-backprop")
-PPO_FAMILY = ("ppo", "spo", "fpo", "dppo")
+PPO_FAMILY = ("ppo", "spo", "fpo", "fpo++", "dppo")
 OFF_POLICY = ("sac", "dime-off", "amdp-off")
 
 TIERS = {
@@ -56,7 +64,9 @@ TIERS = {
               + [(a, f"{a}-dmc", DMC) for a in PPO_FAMILY + OFF_POLICY]
               + [(a, f"{a}-humanoid-large", HUMANOID) for a in REPPO_FAMILY]
               + [(a, f"{a}-dmc-large", DMC) for a in REPPO_FAMILY]
-              + [(a, f"{a}-humanoid", HUMANOID) for a in PPO_FAMILY]),
+              + [(a, f"{a}-humanoid", HUMANOID) for a in PPO_FAMILY]
+              + [(a, f"{a}-dmc-medium", DMC) for a in REPPO_FAMILY]
+              + [(a, f"{a}-maniskill", MANISKILL) for a in PPO_FAMILY + REPPO_FAMILY]),
     "cpu": [(a, f"{a}-dmc-cpu", DMC) for a in ("reppo", "trudi", "amdp", "ppo", "sac", "dime", "amdp-backprop",
                                                 "spo", "fpo", "dppo", "dime-off", "amdp-off")],
     # CI: one small preset, two iterations timed
@@ -118,6 +128,39 @@ PROGRAMS = ("iteration", "update", "act", "evaluation")
 """``act``: the policy's action for the ``num_envs`` observations of one rollout step (``algo.act``)."""
 
 
+class HostStandIn:
+    """A host environment's sizes as a JAX environment of zeros: what its learner's update and acting
+    step are compiled against (the batch has the shapes diffrl.core.host_loop gives them). Its own
+    simulation is nothing: iteration and evaluation are not compiled for a host environment."""
+
+    def __init__(self, name: str, obs_size: int, action_size: int, episode_length: int):
+        from diffrl.envs.base import EnvSpec
+
+        self.spec = EnvSpec(name, obs_size, action_size, (-1.0,) * action_size, (1.0,) * action_size,
+                            episode_length)
+
+    def reset(self, key):
+        import jax.numpy as jnp
+
+        from diffrl.envs.base import EnvState
+
+        return EnvState.create(inner=jnp.zeros((), jnp.int32), obs=jnp.zeros((self.spec.obs_size,), jnp.float32))
+
+    def step(self, state, action):
+        return state.replace(inner=state.inner + 1)
+
+
+def build_host_stand_in(config):
+    """(training env, algorithm) of a host-environment cell: :class:`HostStandIn` wrapped as the
+    trainer wraps a JAX environment, and the algorithm ``core.build`` builds for its spec."""
+    from diffrl.core.build import make_algorithm
+    from diffrl.envs.wrappers import wrap
+
+    base = HostStandIn(config.env, **HOST_SPECS[config.env])
+    env = wrap(base, episode_length=config.episode_length or base.spec.episode_length)
+    return env, make_algorithm(config, env.spec)
+
+
 def measure_cell(algo: str, preset: str, env: str, time_iterations: int = 0, programs=PROGRAMS) -> dict:
     import jax
 
@@ -132,7 +175,12 @@ def measure_cell(algo: str, preset: str, env: str, time_iterations: int = 0, pro
            "total_env_steps": config.total_env_steps, "num_evals": config.num_evals,
            "eval_envs": config.eval_envs, "config": config_to_json(config), "status": "ok", "error": None}
     try:
-        env_, algo_, eval_env = build(config)
+        if env in HOST_SPECS:  # the simulator is outside JAX: the learner's programs only
+            env_, algo_ = build_host_stand_in(config)
+            eval_env, programs = None, tuple(p for p in programs if p in ("update", "act"))
+            row["host_env"] = True
+        else:
+            env_, algo_, eval_env = build(config)
         comps = make_components(config, env_, algo_)
         row["episode_length"] = config.episode_length or env_.spec.episode_length
         key = jax.random.PRNGKey(0)
@@ -313,6 +361,13 @@ def iteration_of(row: dict, simulator: dict | None) -> dict | None:
     step scale with the steps, not the envs); None if neither is possible."""
     if "iteration" in row:
         return row["iteration"]
+    if row.get("host_env") and "update" in row and "act" in row:  # the learner alone: no simulator in XLA
+        up, act, n = row["update"], row["act"], row["num_steps"]
+        return {"learner_only": True,
+                "corrected": {k: up["corrected"][k] + n * act["corrected"][k] for k in xla_keys()},
+                "xla": {k: up["xla"][k] + n * act["xla"][k] for k in xla_keys()},
+                "kernels_executed": up["kernels_executed"] + n * act["kernels_executed"],
+                "memory": up["memory"], "unknown_trip_loops": up["unknown_trip_loops"]}
     sim = (simulator or {}).get(row["env"])
     if sim is None or "update" not in row or "act" not in row:
         return None
@@ -403,7 +458,11 @@ def markdown(record: dict) -> str:
               "peak GiB (update) | unknown-trip loops | H100 ms / iter: tf32, fp32, launch | H100 h / run: tf32, "
               "fp32, launch | H200 h / run tf32 | paper h |", "|" + "---|" * 13]
     sim = simulator_per_env_step(rows)
-    composed = False
+    composed = learner_only = False
+    over = []
+
+    def h_fits(d):
+        return d["gpu"]["H100 SXM"]["fits"]
     for r in rows:
         if r.get("status") != "ok":
             lines.append(f"| {r['algo']} | {r['preset']} | | failed: {r['error']} |" + " |" * 9)
@@ -413,8 +472,11 @@ def markdown(record: dict) -> str:
             lines.append(f"| {r['algo']} | {r['preset']} | | no iteration (not compiled, none to compose) |"
                          + " |" * 9)
             continue
-        mark = " *" if "composed_from" in it else ""
-        composed = composed or bool(mark)
+        mark = " *" if "composed_from" in it else " †" if it.get("learner_only") else ""
+        composed = composed or mark == " *"
+        learner_only = learner_only or mark == " †"
+        if not h_fits(d):
+            over.append(r["preset"])
         h, h2 = d["gpu"]["H100 SXM"], d["gpu"]["H200"]
         flag = "" if h["fits"] else " **> 80 GB**"
         lines.append(
@@ -429,6 +491,21 @@ def markdown(record: dict) -> str:
                   "composed as update + num_steps x act + the simulator's cost per env step ("
                   + ", ".join(f"{e}: from {v['from']}" for e, v in sim.items())
                   + "); peak = the update's."]
+    if learner_only:
+        hosts = sorted({r["env"] for r in rows if r.get("host_env")})
+        lines += ["", "\u2020 learner only: the simulator is outside JAX (" + ", ".join(hosts)
+                  + ": a host environment, ManiSkill3's PhysX scene on the CPU or the GPU), so neither the "
+                  "iteration nor an evaluation compiles to one XLA program; the row is update + num_steps x act "
+                  "compiled against the task's sizes (" + "; ".join(
+                      f"{e}: obs {HOST_SPECS[e]['obs_size']}, action {HOST_SPECS[e]['action_size']}, "
+                      f"{HOST_SPECS[e]['episode_length']}-step episodes" for e in hosts if e in HOST_SPECS)
+                  + "), without the simulator's time; peak = the update's."]
+    measured = [r for r in rows if r.get("status") == "ok" and derive(r, sim)]
+    if measured:
+        lines += ["", "Memory: " + (f"**over an H100's 80 GB: {', '.join(over)}**" if over else
+                                    f"every preset above fits an H100's 80 GB (largest peak "
+                                    f"{max(derive(r, sim)['peak_gib'] for r in measured):.3g} GiB)")
+                  + "; the peak is XLA's estimate for the CPU compile (a GPU's fusion and buffer reuse differ)."]
     evaluated = [r for r in rows if r.get("status") == "ok" and r.get("evaluation")]
     if evaluated:
         lines += ["", "Evaluation (one call, first sampler):", "",

@@ -96,3 +96,24 @@ def test_the_command_measures_one_small_preset(tmp_path):
     assert "| reppo | reppo-gymnax | 32 x 32 |" in md and "achieved GFLOP/s" in md
     assert paper_cost.main(["--tier", "test", "--out", str(tmp_path), "--report"]) == 0
     assert (tmp_path / "test.md").read_text() == md
+
+
+def test_a_host_environment_compiles_the_learner_only_and_memory_over_80_gb_is_flagged():
+    # ManiSkill is stepped outside JAX (and need not be installed): its learner's update and acting step
+    # compile against the task's sizes; iteration and evaluation are not asked of it
+    row = paper_cost.measure_cell("ppo", "ppo-maniskill-cpu", paper_cost.MANISKILL)
+    assert row["status"] == "ok", row["error"]
+    assert row["host_env"] and "iteration" not in row and "evaluation" not in row
+    assert row["update"]["corrected"]["flops"] > 0 and row["act"]["corrected"]["flops"] > 0
+    d = paper_cost.derive(row)
+    n = row["num_steps"]
+    assert d["iteration_gflop"] * 1e9 == pytest.approx(row["update"]["corrected"]["flops"]
+                                                       + n * row["act"]["corrected"]["flops"])
+    record = {"tier": "paper", "command": "test", "versions": {"jax": jax.__version__}, "results": [row]}
+    md = paper_cost.markdown(record)
+    assert "| ppo | ppo-maniskill-cpu \u2020 |" in md and "learner only" in md and "obs 35, action 8" in md
+    assert "every preset above fits an H100's 80 GB" in md and "**> 80 GB**" not in md
+    big = json.loads(json.dumps(row))
+    big["update"]["memory"]["peak_estimate_bytes"] = 100e9
+    md = paper_cost.markdown({**record, "results": [big]})
+    assert "**> 80 GB**" in md and "**over an H100's 80 GB: ppo-maniskill-cpu**" in md
