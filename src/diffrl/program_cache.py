@@ -60,18 +60,6 @@ def source_digest() -> str:
     return digest.hexdigest()
 
 
-def _versions() -> dict[str, str | None]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in TRACED_PACKAGES:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = None
-    return out
-
-
 def _builtin(config) -> bool:
     """Whether every piece of code the run traces is diffrl's or a pinned library's: not an
     environment or algorithm named by ``module:attribute`` or registered from outside."""
@@ -90,11 +78,11 @@ def program_identity(config) -> dict | None:
     diffrl cannot tell (code from outside diffrl), and then nothing is kept."""
     if not _builtin(config):
         return None
-    from diffrl.records import config_to_json
+    from diffrl.records import config_to_json, package_versions
 
     settings = {k: v for k, v in config_to_json(config).items() if k not in _HOST_ONLY_FIELDS}
     devices = jax.devices()
-    return {"format": FORMAT, "config": settings, "source": source_digest(), "versions": _versions(),
+    return {"format": FORMAT, "config": settings, "source": source_digest(), "versions": package_versions(TRACED_PACKAGES),
             "python": sys.version.split()[0], "backend": jax.default_backend(),
             "devices": [d.device_kind for d in devices], "processes": jax.process_count(),
             "x64": bool(jax.config.jax_enable_x64), "xla_flags": os.environ.get("XLA_FLAGS", "")}
