@@ -82,7 +82,8 @@ def program_identity(config) -> dict | None:
 
     settings = {k: v for k, v in config_to_json(config).items() if k not in _HOST_ONLY_FIELDS}
     devices = jax.devices()
-    return {"format": FORMAT, "config": settings, "source": source_digest(), "versions": package_versions(TRACED_PACKAGES),
+    return {"format": FORMAT, "config": settings, "source": source_digest(),
+            "versions": package_versions(TRACED_PACKAGES),
             "python": sys.version.split()[0], "backend": jax.default_backend(),
             "devices": [d.device_kind for d in devices], "processes": jax.process_count(),
             "x64": bool(jax.config.jax_enable_x64), "xla_flags": os.environ.get("XLA_FLAGS", "")}
