@@ -345,7 +345,7 @@ def _run_training(config, move_aside: bool = False) -> int:
     except OSError as e:  # a full disk, a file system turned read-only, permissions changed mid-run
         line = write_failure(e, trainer.run_dir)
         _settle_checkpoint_writers()
-        print(f"diffrl train: {line}", file=sys.stderr)
+        _say_last(f"diffrl train: {line}")
         return WRITE_FAILED
     if summary.get("interrupted") and trainer.stop_signal is not None:
         return exit_status(trainer.stop_signal)
@@ -385,7 +385,10 @@ def _settle_checkpoint_writers(timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and type(thread).__module__.startswith("orbax"):
-            thread.join(max(0.0, deadline - time.monotonic()))
+            try:  # orbax's threads re-raise their own failure from join(): the same one, already named
+                thread.join(max(0.0, deadline - time.monotonic()))
+            except Exception:
+                pass
     gc.collect()  # failed tasks are reported when collected: now, not after the verdict
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # those still alive, reported at exit
 
@@ -624,21 +627,38 @@ def use_compile_cache(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    status = _main(argv)
-    if argv is None and status == WRITE_FAILED:  # the process ends here: its verdict stays the last line
-        _silence_stderr_at_exit()
-    return status
+    global _PROCESS_ENTRY
+    _PROCESS_ENTRY = argv is None
+    return _main(argv)
 
 
-def _silence_stderr_at_exit() -> None:
-    """After a write failure, the checkpoint's other writes still in flight in tensorstore's threads
-    fail as the process exits and print tracebacks of the same failure after the run's one-line
-    verdict; the process is ending, so its stderr goes to /dev/null from here (only when ``main`` is
-    the process's entry point)."""
+_PROCESS_ENTRY = False
+"""Whether :func:`main` runs as the process's entry point (``diffrl ...``, ``python -m diffrl.cli``)
+rather than called with arguments from Python (tests, notebooks)."""
+
+
+def _say_last(line: str) -> None:
+    """Print a run's verdict so that it stays the last line of stderr.
+
+    After a write failure, the checkpoint's other writes still in flight in orbax's and
+    tensorstore's threads fail moments later, some only as the process exits, and print tracebacks
+    of the same failure. When ``main`` is the process's entry point the process is ending: file
+    descriptor 2 (and ``sys.stderr``) go to /dev/null first, at the level of the descriptor, so a
+    thread that holds the old ``sys.stderr`` object or writes from C++ is silenced too, and the
+    verdict goes to the original stderr through a private duplicate of it. (Silencing after the
+    verdict left a window in which a thread's traceback could follow it.) Called from Python,
+    stderr is left alone."""
+    if not _PROCESS_ENTRY:
+        print(line, file=sys.stderr)
+        return
     sys.stderr.flush()
+    original = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
+    os.close(devnull)
     sys.stderr = open(os.devnull, "w")
+    os.write(original, (line + "\n").encode())
+    os.close(original)
 
 
 def _main(argv: list[str] | None) -> int:
