@@ -87,7 +87,8 @@ test: setup setup-host setup-maniskill
 	JAX_PLATFORMS=cpu MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --dist worksteal $(PYTEST_ARGS)
 
 # Dependency drift (not part of `test`): the newest jax/flax/optax/orbax/mujoco(-mjx) that resolve together,
-# in a separate venv under /tmp (never .venv), then a fast subset of the tests; what broke goes to /tmp/diffrl-drift.
+# in a separate venv under /tmp (never .venv), then a fast subset of the tests and one short learning run per
+# algorithm family (about 35 minutes of one core); what broke goes to /tmp/diffrl-drift.
 test-drift:
 	bash scripts/dependency_drift.sh
 

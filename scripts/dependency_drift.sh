@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Dependency-drift tier (issue 48, item 4; not part of `make test`): the newest releases of jax, jaxlib,
 # flax, optax, orbax-checkpoint, mujoco and mujoco-mjx that resolve together, installed in a separate
-# venv (never .venv) over requirements.lock's other pins, then a fast subset of the tests; writes what
-# broke to $DRIFT_OUT (versions.txt: what was installed; pytest.txt: the run; summary.txt).
+# venv (never .venv) over requirements.lock's other pins, then a fast subset of the tests and one short
+# learning run per algorithm family; writes what broke to $DRIFT_OUT (versions.txt: what was installed; pytest.txt: the run; summary.txt).
 # Playground stays at 0.2.x (its 1.0 is a different, PyTorch library).
 #   make test-drift            or   bash scripts/dependency_drift.sh
 #   DRIFT_VENV=/tmp/v DRIFT_TESTS="tests/test_config.py" bash scripts/dependency_drift.sh
@@ -11,7 +11,12 @@ cd "$(dirname "$0")/.."
 VENV=${DRIFT_VENV:-/tmp/diffrl-drift-venv}
 OUT=${DRIFT_OUT:-/tmp/diffrl-drift}
 PYTHON=${PYTHON:-python3}
-TESTS=${DRIFT_TESTS:-"tests/test_config.py tests/test_normalization.py tests/test_returns.py tests/test_hl_gauss.py tests/test_gaussian_policy.py tests/test_wrappers.py tests/test_playground.py tests/test_paper_cost.py"}
+# Fast unit tests, then one short multi-seed learning run per algorithm family (CI's own learning tests:
+# Gaussian PPO, REPPO's pathwise Gaussian, TruDi's diffusion chain and AMDP's adjoint chain on Playground
+# CartpoleBalance; FPO's flow policy and SAC off-policy on Pendulum-v1), about 30 minutes of one core.
+UNIT_TESTS="tests/test_config.py tests/test_normalization.py tests/test_returns.py tests/test_hl_gauss.py tests/test_gaussian_policy.py tests/test_wrappers.py tests/test_playground.py tests/test_paper_cost.py"
+LEARNING_TESTS="tests/test_learning_maxent.py::test_learns_playground_cartpole_balance tests/test_learning_baselines.py::test_baseline_swings_up_pendulum[fpo] tests/test_learning_offpolicy.py::test_swings_up_pendulum_off_policy[sac]"
+TESTS=${DRIFT_TESTS:-"$UNIT_TESTS $LEARNING_TESTS"}
 DRIFTING="jax jaxlib flax optax orbax-checkpoint mujoco mujoco-mjx"
 case "$VENV" in "$PWD/.venv"|".venv"|"./.venv") echo "refusing to touch the main .venv" >&2; exit 2;; esac
 mkdir -p "$OUT"
@@ -38,6 +43,7 @@ fi
     echo "  $p $(grep -iE "^$p==" requirements.lock | cut -d= -f3) -> $(grep -iE "^$p==" "$OUT/versions.txt" | cut -d= -f3)"
   done
 } > "$OUT/summary.txt"
+set -f  # test ids such as test_x[fpo] are not globs
 JAX_PLATFORMS=cpu MUJOCO_GL=egl "$VENV/bin/python" -m pytest -q -p no:cacheprovider $TESTS 2>&1 | tee "$OUT/pytest.txt"
 rc=$?
 { echo "pytest exit status: $rc"; grep -E "^(FAILED|ERROR)" "$OUT/pytest.txt"; tail -1 "$OUT/pytest.txt"; } >> "$OUT/summary.txt"
