@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diffrl.algos.ppo import PPO, ppo_policy_loss
+from diffrl.algos.preset import Preset
 from diffrl.algos.spec import AlgorithmSpec
 from diffrl.policies.gaussian import GaussianPolicy
 
@@ -50,4 +51,11 @@ def make_scaled_ppo(config, spec):
 SCALED_PPO = AlgorithmSpec(
     "scaled-ppo", make_scaled_ppo, sections=("ppo", "gaussian"), policy="gaussian", label="Scaled PPO",
     summary="PPO with its policy-gradient term scaled by --scaled.policy-scale (an example)",
-    own_sections={"scaled": ScaledConfig})
+    own_sections={"scaled": ScaledConfig},
+    presets=(
+        # built on diffrl's PPO preset for the toy tasks: it inherits what scaled-ppo reads (PPO's and the
+        # Gaussian policy's settings), sets its own algorithm and section, and is picked on toy/* tasks
+        Preset("scaled-ppo-toy", "PPO's toy-task settings with a doubled policy term (an example)",
+               base="ppo-toy", default_for=("toy",), settings={
+                   "this example": {"algo": "scaled-ppo", "scaled.policy_scale": 2.0}}),
+    ))

@@ -3,6 +3,7 @@ editing diffrl: examples/custom_algorithm.py, a PPO variant with a config sectio
 as a ``module:attribute`` spec and as an installed entry point (docs/extending.md)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -125,3 +126,40 @@ def test_an_installed_entry_point_registers_it_by_name(tmp_path):
     assert helped.returncode == 0 and "--scaled.policy-scale" in helped.stdout, helped.stderr[-2000:]
     listed = _cli("train", "--algo", "scaled-pp", env=env)  # a typo: the installed name is suggested
     assert listed.returncode == 2 and "scaled-ppo" in listed.stderr
+
+
+def test_its_presets_resolve_once_it_is_registered(example_on_path):
+    from diffrl.algos import registry
+    from diffrl.algos.preset import Preset
+    from diffrl.algos.spec import AlgorithmSpec
+    from diffrl.config import ConfigError
+    from diffrl.presets import PRESETS, resolve
+
+    # picked by default on its family (toy/*), built on diffrl's ppo-toy: PPO's values and its own
+    config = resolve(SPEC, "toy/MirrorGoals", None)
+    assert config.preset == "scaled-ppo-toy" and config.algo == SPEC and config.scaled.policy_scale == 2.0
+    assert config.ppo.learning_rate == PRESETS["ppo-toy"]["ppo.learning_rate"] and config.gaussian.hidden == (64, 64)
+    assert PRESETS["scaled-ppo-toy"]["algo"] == "scaled-ppo"
+    assert resolve(SPEC, "gymnax/Pendulum-v1", None).preset is None  # no preset claims gymnax for it
+    # a preset of another algorithm's, or one that would resolve to another algorithm, is refused
+    example = sys.modules["custom_algorithm"]
+    clash = Preset("ppo-toy", "a name diffrl has", settings={"here": {"algo": "clash-ppo"}})
+    other = Preset("other-ppo-toy", "forgets its algo", base="ppo-toy", settings={"here": {"ppo.ent_coef": 0.0}})
+    for preset, message in ((clash, "is already a preset built into diffrl"), (other, "resolves to --algo ppo")):
+        spec = dataclasses.replace(example.SCALED_PPO, name="clash-ppo", own_sections={}, presets=(preset,))
+        registry.register(spec)
+        try:
+            with pytest.raises(ConfigError, match=message):
+                resolve("ppo", "toy/MirrorGoals", None)
+        finally:
+            registry.unregister("clash-ppo")
+    assert "other-ppo-toy" not in PRESETS and resolve("ppo", "toy/MirrorGoals", None).preset == "ppo-toy"
+
+
+def test_diffrl_presets_lists_and_shows_its_presets():
+    env = {"PYTHONPATH": str(EXAMPLES)}
+    listed = _cli("presets", "--algo", SPEC, env=env)
+    assert listed.returncode == 0 and listed.stdout.startswith("scaled-ppo-toy (on ppo-toy; default for toy)")
+    shown = _cli("presets", "--show", "scaled-ppo-toy", "--algo", SPEC, env=env)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "chain: ppo-toy -> scaled-ppo-toy" in shown.stdout and "scaled.policy_scale = 2.0" in shown.stdout

@@ -450,34 +450,45 @@ def cmd_presets(argv: list[str]) -> int:
         description="The named presets of tuned settings. Each is declared as a base preset plus values of its own, "
                     "each value under its source (a paper, a reference configuration, or a measurement written up "
                     "in docs/learning-evidence.md under the preset's name); command-line flags override them.")
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--show", metavar="NAME", default=None,
+    p.add_argument("--show", metavar="NAME", default=None,
                        help="print the chain of presets NAME is built on, from its root: each preset's summary, the "
                             "values it sets under their sources and the settings of its base it drops; then every "
                             "setting of NAME's algorithm that the config resolves to (defaults included), marking "
                             "the ones the chain sets")
-    which.add_argument("--algo", metavar="ALGO", default=None, help="list only the presets of algorithm ALGO")
+    p.add_argument("--algo", metavar="ALGO", default=None,
+                   help="list only the presets of algorithm ALGO (with --show: the algorithm whose preset NAME is, "
+                        "needed where ALGO is a module:attribute spec of an algorithm from outside diffrl)")
     p.add_argument("--env", default=None, help="with --show: the environment to resolve it for (default: the "
                    "config's default environment)")
     args = p.parse_args(argv)
     if args.env is not None and args.show is None:
         p.error("--env goes with --show")
     from diffrl import presets
+    from diffrl.algos import registry
     from diffrl.algos.preset import EVERY_OTHER_FAMILY
+    from diffrl.config import ConfigError
 
     def defaults_of(preset) -> str:
         families = ["every other family" if f == EVERY_OTHER_FAMILY else f for f in preset.default_for]
         return f"default for {', '.join(families)}" if families else ""
 
+    registry.names()  # algorithms installed by other packages bring their presets (entry points)
+    spec = None
+    if args.algo is not None:
+        spec = registry.find(args.algo)
+        if spec is None:
+            print(f"diffrl presets: unknown algorithm {args.algo!r}; {registry.close_matches(args.algo)}",
+                  file=sys.stderr)
+            return 2
+    try:
+        presets.sync()
+    except ConfigError as e:
+        print(f"diffrl presets: {e}", file=sys.stderr)
+        return 2
     if args.show is None:
         names = list(presets.PRESETS)
-        if args.algo is not None:
-            from diffrl.algos.registry import close_matches, find
-
-            if find(args.algo) is None:
-                print(f"diffrl presets: unknown algorithm {args.algo!r}; {close_matches(args.algo)}", file=sys.stderr)
-                return 2
-            names = [name for name in names if presets.PRESETS[name]["algo"] == args.algo]
+        if spec is not None:
+            names = [name for name in names if presets.PRESETS[name]["algo"] == spec.name]
             if not names:
                 print(f"no presets for {args.algo}: it trains on the config's defaults plus your flags")
                 return 0
@@ -495,9 +506,14 @@ def cmd_presets(argv: list[str]) -> int:
     import dataclasses
 
     from diffrl.algos.registry import find
-    from diffrl.config import ConfigError, TrainConfig
+    from diffrl.config import TrainConfig
 
     algo = presets.PRESETS[args.show]["algo"]
+    if spec is not None and spec.name == algo:
+        algo = args.algo  # a module:attribute spec: resolved under the name that registered it
+    elif spec is not None:
+        print(f"diffrl presets: preset {args.show!r} is for --algo {algo}, not {args.algo}", file=sys.stderr)
+        return 2
     try:
         config = presets.resolve(algo, args.env or TrainConfig.env, args.show)
     except ConfigError as e:

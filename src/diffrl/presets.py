@@ -12,6 +12,8 @@ and ``offpolicy_presets.py`` (SAC, DIME, AMDP off-policy). This module collects 
 * :func:`default_preset`: the preset ``diffrl train`` picks when no ``--preset`` is given, read from the
   records' ``default_for`` by the environment's :func:`family`.
 * :func:`apply_preset`, :func:`resolve`: a config with a preset applied.
+* :func:`sync`: the presets of algorithms registered from outside diffrl (``AlgorithmSpec.presets``),
+  merged on first lookup.
 
 A preset built on another algorithm's preset inherits only the settings its own algorithm reads (its
 registration's sections, less the settings it ignores): ``trudi-dmc-cpu`` on ``reppo-dmc-cpu`` leaves
@@ -41,27 +43,78 @@ RECORDS: dict[str, Preset] = declared.catalogue(ppo_presets.PRESETS, reppo_prese
 """name -> declared record of every preset, by algorithm family."""
 
 
+_OUTSIDE: dict[str, str] = {}
+"""name of a preset an outside algorithm declared -> that algorithm's name (:func:`sync`)."""
+_OUTSIDE_SPECS: dict[str, Any] = {}
+"""name -> record of each outside algorithm whose presets are merged (found by name even when it was
+registered under a ``module:attribute`` key)."""
+_SYNCED: set[int] = set()
+"""ids of the registered records whose presets :func:`sync` has merged."""
+
+
+def sync() -> None:
+    """Merge the presets of algorithms registered from outside diffrl since the last call
+    (``AlgorithmSpec.presets``) into :data:`RECORDS`, :data:`PRESETS` and :data:`DEFAULTS`.
+
+    Called wherever a preset is looked up, so an algorithm registered by an entry point, a
+    ``module:attribute`` spec or :func:`diffrl.algos.registry.register` brings its presets with it.
+    A name that is already a built-in preset, or another algorithm's, is refused; an algorithm
+    registered again (a reloaded module) replaces its own."""
+    from diffrl.algos import registry
+
+    new = [spec for spec in registry.registered() if spec.presets and id(spec) not in _SYNCED]
+    if not new:
+        return
+    for spec in new:
+        _OUTSIDE_SPECS[spec.name] = spec  # what its presets inherit: what it reads
+        records = dict(RECORDS)  # merged only when every preset of the algorithm resolves
+        for preset in spec.presets:
+            owner = _OUTSIDE.get(preset.name)
+            if preset.name in RECORDS and owner != spec.name:
+                whose = f"of algorithm {owner!r}" if owner else "built into diffrl"
+                raise ConfigError(f"algorithm {spec.name!r}: its preset {preset.name!r} is already a preset {whose}")
+            records[preset.name] = preset
+        values = {}
+        for preset in spec.presets:
+            try:
+                values[preset.name] = declared.resolve_values(preset.name, records, inherits)
+            except PresetError as e:
+                raise ConfigError(f"algorithm {spec.name!r}: {e}") from None
+            if values[preset.name].get("algo") != spec.name:
+                raise ConfigError(f"algorithm {spec.name!r}: its preset {preset.name!r} resolves to --algo "
+                                  f"{values[preset.name].get('algo')}; set 'algo': {spec.name!r} in it")
+        RECORDS.update(records)
+        PRESETS.update(values)
+        _OUTSIDE.update({name: spec.name for name in values})
+        _SYNCED.add(id(spec))
+    DEFAULTS.clear()
+    DEFAULTS.update(_defaults())
+
+
 def inherits(algo: str, key: str) -> bool:
     """Whether a preset for ``algo`` takes its base's value of ``key``: top-level fields always, a
     section's field when ``algo`` reads the section and does not ignore the field."""
     if "." not in key:
         return True
-    spec = find(algo)
+    spec = _OUTSIDE_SPECS.get(algo) or find(algo)
     return spec is not None and key.split(".", 1)[0] in spec.reads and key not in spec.unused_settings
 
 
 def chain(name: str) -> tuple[Preset, ...]:
     """``name``'s chain of records, root first."""
+    sync()
     return declared.chain(name, RECORDS)
 
 
 def steps(name: str) -> Iterator[Step]:
     """``name`` resolved preset by preset from its root (what each takes, drops and sets)."""
+    sync()
     return declared.walk(name, RECORDS, inherits)
 
 
 def sources(name: str) -> dict[str, tuple[str, str]]:
     """dotted name -> (the preset of ``name``'s chain that sets it, its source)."""
+    sync()
     return declared.sources(name, RECORDS, inherits)
 
 
@@ -119,12 +172,16 @@ def default_preset(algo: str, env: str) -> str | None:
     """The preset ``diffrl train`` picks for (algo, env): the one declared the default for the env's
     :func:`family`, else the algorithm's preset for every other family, else None (CPU-sized where the
     family has both: pick the paper-scale ``*-humanoid-small``/``ppo-humanoid`` etc. with --preset on GPUs)."""
+    sync()
+    spec = find(algo)
+    algo = spec.name if spec is not None else algo  # a module:attribute spec: its presets name the record
     fam = family(env)
     return DEFAULTS.get((algo, fam)) or DEFAULTS.get((algo, EVERY_OTHER_FAMILY))
 
 
 def close_presets(name: str) -> str:
     """``"did you mean a, b?"`` naming the presets closest to an unknown name ("" when none is close)."""
+    sync()
     near = difflib.get_close_matches(name, list(PRESETS), n=3, cutoff=0.4)
     return f"did you mean {', '.join(near)}?" if near else ""
 
@@ -137,6 +194,7 @@ def _set(config: Any, dotted: str, value: Any) -> Any:
 
 
 def apply_preset(config: TrainConfig, name: str) -> TrainConfig:
+    sync()
     if name not in PRESETS:
         hint = close_presets(name)
         raise ConfigError(f"unknown preset {name!r};{' ' + hint if hint else ''} "
@@ -154,6 +212,9 @@ def resolve(algo: str, env: str, preset: str | None) -> TrainConfig:
     name = preset or default_preset(algo, env)
     if name is not None:
         config = apply_preset(config, name)
+        spec = find(algo)
+        if config.algo == getattr(spec, "name", None):  # --algo module:attribute: the run keeps that name
+            config = dataclasses.replace(config, algo=algo)
         if config.algo != algo:
             raise ConfigError(f"preset {name!r} is for --algo {config.algo}, not {algo}")
     return config

@@ -137,6 +137,13 @@ def specs() -> tuple[AlgorithmSpec, ...]:
     return tuple(get(name) for name in names())
 
 
+def registered() -> tuple[AlgorithmSpec, ...]:
+    """Every record registered so far, once each (a ``module:attribute`` key included; entry points
+    not loaded)."""
+    _load_builtins()
+    return tuple({id(spec): spec for spec in _REGISTRY.values()}.values())
+
+
 def close_matches(name: str) -> str:
     near = difflib.get_close_matches(name, list(names()), n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(near)}? " if near else ""

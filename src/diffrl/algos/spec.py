@@ -60,6 +60,13 @@ class AlgorithmSpec:
     """Config sections that only this algorithm defines: section name -> frozen dataclass (each field
     with a docstring). They are added to the run config when ``--algo`` names this algorithm, as
     ``--<section>.<field>`` flags; built-in algorithms use the shared sections and define none."""
+    presets: tuple[Any, ...] = ()
+    """Presets an algorithm from outside diffrl declares (:class:`diffrl.algos.preset.Preset` records;
+    built-in algorithms declare theirs in ``algos/*_presets.py``). Once the algorithm is registered
+    they are ``--preset`` names and listed by ``diffrl presets``; each resolves to this algorithm (a
+    root preset sets ``algo`` to its name; one built on a diffrl preset, ``base="ppo-toy"``, sets it
+    too and inherits what this algorithm reads), and one whose ``default_for`` names an environment
+    family is picked when no ``--preset`` is given."""
 
     def __post_init__(self):
         problems = []
@@ -74,11 +81,15 @@ class AlgorithmSpec:
         for dotted in self.unused_settings:
             if dotted.split(".")[0] not in self.sections:
                 problems.append(f"unused setting {dotted!r} is not in a section it reads")
+        object.__setattr__(self, "presets", tuple(self.presets))
         for section, cls in self.own_sections.items():
             if not dataclasses.is_dataclass(cls):
                 problems.append(f"own section {section!r} must be a dataclass (got {cls!r})")
         if self.diffusion_steps is not None and "." not in self.diffusion_steps:
             problems.append(f"diffusion_steps {self.diffusion_steps!r} must be a dotted field name")
+        for preset in self.presets:
+            if not (hasattr(preset, "name") and hasattr(preset, "settings") and hasattr(preset, "base")):
+                problems.append(f"presets must be Preset records (diffrl.algos.preset; got {preset!r})")
         if not set(self.cost_headline) <= set(self.cost_baselines):
             problems.append("cost_headline must be a subset of cost_baselines")
         if problems:
