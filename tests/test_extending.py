@@ -28,6 +28,9 @@ def example_on_path(monkeypatch):
 
     registry.unregister(SPEC)
     sys.modules.pop("custom_algorithm", None)
+    from diffrl import presets
+
+    presets.sync()  # its presets leave the catalogue with it (other tests list every preset)
 
 
 def _train(algo: str, out: Path, **settings):
@@ -80,6 +83,9 @@ def test_a_reimported_module_parses_with_its_new_section_class(example_on_path):
     first = _parse_config(config_type(SPEC)(algo=SPEC), argv)
     registry.unregister(SPEC)
     sys.modules.pop("custom_algorithm", None)
+    from diffrl import presets
+
+    presets.sync()  # its presets leave the catalogue with it (other tests list every preset)
     again = _parse_config(config_type(SPEC)(algo=SPEC), argv)
     assert again.scaled.policy_scale == first.scaled.policy_scale == 2.0
     assert type(again.scaled) is importlib.import_module("custom_algorithm").ScaledConfig
@@ -154,6 +160,8 @@ def test_its_presets_resolve_once_it_is_registered(example_on_path):
         finally:
             registry.unregister("clash-ppo")
     assert "other-ppo-toy" not in PRESETS and resolve("ppo", "toy/MirrorGoals", None).preset == "ppo-toy"
+    registry.unregister(SPEC)  # unregistered, its presets are gone
+    assert resolve("ppo", "toy/MirrorGoals", None).preset == "ppo-toy" and "scaled-ppo-toy" not in PRESETS
 
 
 def test_diffrl_presets_lists_and_shows_its_presets():

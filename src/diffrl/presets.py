@@ -59,11 +59,19 @@ def sync() -> None:
     Called wherever a preset is looked up, so an algorithm registered by an entry point, a
     ``module:attribute`` spec or :func:`diffrl.algos.registry.register` brings its presets with it.
     A name that is already a built-in preset, or another algorithm's, is refused; an algorithm
-    registered again (a reloaded module) replaces its own."""
+    registered again (a reloaded module) replaces its own, and one unregistered takes its presets
+    with it."""
     from diffrl.algos import registry
 
-    new = [spec for spec in registry.registered() if spec.presets and id(spec) not in _SYNCED]
-    if not new:
+    current = {id(spec): spec for spec in registry.registered()}
+    gone = [name for name, owner in _OUTSIDE.items() if id(_OUTSIDE_SPECS.get(owner)) not in current]
+    for name in gone:  # an algorithm unregistered (a test, a notebook): its presets go with it
+        owner = _OUTSIDE.pop(name)
+        RECORDS.pop(name, None)
+        PRESETS.pop(name, None)
+        _SYNCED.discard(id(_OUTSIDE_SPECS.get(owner)))
+    new = [spec for spec in current.values() if spec.presets and id(spec) not in _SYNCED]
+    if not new and not gone:
         return
     for spec in new:
         _OUTSIDE_SPECS[spec.name] = spec  # what its presets inherit: what it reads
