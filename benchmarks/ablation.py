@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from diffrl.stats import bootstrap_ci, iqm
+from diffrl.maths.stats import bootstrap_ci, iqm
 
 
 def rows_of(label: str, directory: Path) -> list[dict]:

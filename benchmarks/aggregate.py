@@ -9,7 +9,7 @@ reads every run record (``DIR/runs/*.json``, format in ``suite_records.py``) and
   seeds with a 95% percentile-bootstrap confidence interval (runs resampled with
   replacement); per algorithm the interquartile mean (IQM) and mean of the normalised
   final scores pooled over tasks and seeds, with 95% *stratified* bootstrap intervals
-  (runs resampled within each task; Agarwal et al. 2021, see ``diffrl.stats``);
+  (runs resampled within each task; Agarwal et al. 2021, see ``diffrl.maths.stats``);
 * ``curves_env_steps.png`` / ``curves_walltime.png``: return against env steps and against
   wall-clock seconds (training plus evaluation, after compilation), one panel per task,
   mean over seeds with the 95% bootstrap band;
@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from suite_records import read_records  # noqa: E402
 from suite_settings import score_range  # noqa: E402
 
-from diffrl.plotting import save_figure  # noqa: E402
+from diffrl.artefacts.plotting import save_figure  # noqa: E402
 
 LEVEL = 0.95
-GRID_POINTS = 100  # diffrl.stats.CURVE_GRID_POINTS: the grid diffrl plot uses
+GRID_POINTS = 100  # diffrl.maths.stats.CURVE_GRID_POINTS: the grid diffrl plot uses
 
 
 def group_records(records: list[dict]) -> dict[str, dict[str, list[dict]]]:
@@ -61,8 +61,8 @@ def group_records(records: list[dict]) -> dict[str, dict[str, list[dict]]]:
 
 def align(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Curves (x, y) of several runs -> (grid, values (points, runs)):
-    :func:`diffrl.stats.align_curves`, the alignment ``diffrl plot`` uses."""
-    from diffrl.stats import align_curves
+    :func:`diffrl.maths.stats.align_curves`, the alignment ``diffrl plot`` uses."""
+    from diffrl.maths.stats import align_curves
 
     return align_curves(curves, GRID_POINTS)
 
@@ -80,7 +80,7 @@ def parse_score_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
 
 def summarize(groups, ranges: dict, resamples: int, seed: int) -> dict:
     """Per-task statistics and per-algorithm aggregates (the content of aggregate.json)."""
-    from diffrl.stats import bootstrap_ci, iqm, normalize, stratified_bootstrap_ci
+    from diffrl.maths.stats import bootstrap_ci, iqm, normalize, stratified_bootstrap_ci
 
     tasks = sorted(groups)
     algos = sorted({a for g in groups.values() for a in g})
@@ -161,7 +161,7 @@ def _pyplot():
 
 
 def plot_curves(groups, x: str, out: Path, resamples: int, seed: int) -> Path:
-    from diffrl.stats import mean_ci_along_last_axis
+    from diffrl.maths.stats import mean_ci_along_last_axis
 
     plt = _pyplot()
     tasks = sorted(groups)
@@ -209,7 +209,7 @@ def plot_aggregate(stats: dict, out: Path) -> Path:
 
 def plot_iqm_curve(groups, stats: dict, out: Path, resamples: int, seed: int) -> Path:
     """IQM over tasks and seeds of the normalised return at each evaluation point."""
-    from diffrl.stats import iqm, normalize, stratified_bootstrap_ci
+    from diffrl.maths.stats import iqm, normalize, stratified_bootstrap_ci
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 4.0))

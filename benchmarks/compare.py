@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     text = table(results)
     header = (f"Command: `python benchmarks/compare.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n")
     (out / "table.md").write_text(header + text + "\n")
-    from diffrl.plotting import plot_runs
+    from diffrl.artefacts.plotting import plot_runs
 
     plot_runs(sorted((out / "runs").iterdir()), str(out / "curves.png"))
     print(text)

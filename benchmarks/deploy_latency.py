@@ -5,7 +5,7 @@
 For each policy kind at its default (paper-scale) network (PPO and REPPO: the Gaussian, 3 x 512,
 LayerNorm; TruDi: the DIME chain, 3 x 256; AMDP: the adjoint chain, 3 x 256) on a
 dm_control-Humanoid-sized problem (67 observations, 21 actions), every evaluation sampler is
-exported (``diffrl.deploy``: normaliser inside, noise as an input) and timed at batch 1 and
+exported (``diffrl.artefacts.deploy``: normaliser inside, noise as an input) and timed at batch 1 and
 batch 1024, chains at N = 8, 16 and 128 denoising steps:
 
 * ``onnxruntime``: ``InferenceSession.run`` on the ``.onnx`` graph (CPU provider);
@@ -50,12 +50,12 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from diffrl import deploy  # noqa: E402
-from diffrl.records import library_versions  # noqa: E402
+from diffrl.artefacts import deploy  # noqa: E402
+from diffrl.plumbing.records import library_versions  # noqa: E402
 from diffrl.critics.categorical import CategoricalCritic, CriticConfig  # noqa: E402
-from diffrl.export import export_policy  # noqa: E402
-from diffrl.export_critic import export_critic  # noqa: E402
-from diffrl.normalization import init_stats  # noqa: E402
+from diffrl.artefacts.export import export_policy  # noqa: E402
+from diffrl.artefacts.export_critic import export_critic  # noqa: E402
+from diffrl.maths.normalization import init_stats  # noqa: E402
 from diffrl.policies.adjoint import AdjointPolicy, AdjointPolicyConfig  # noqa: E402
 from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig  # noqa: E402
 from diffrl.policies.gaussian import GaussianPolicy, GaussianPolicyConfig  # noqa: E402

@@ -50,7 +50,7 @@ def parse_settings(items: Iterable[str]) -> dict[str, str]:
 def apply_settings(config, settings: dict[str, str], algo: str, env: str):
     """``config`` with the settings that apply to the cell (algo, env): unscoped ones, and those
     scoped to its algorithm (``algo:key``) or its task (``env@key``)."""
-    from diffrl.overrides import set_field
+    from diffrl.config.overrides import set_field
 
     for key, value in settings.items():
         if ":" in key:
@@ -68,7 +68,7 @@ def apply_settings(config, settings: dict[str, str], algo: str, env: str):
 def cell_config(algo: str, env: str, preset: str | None, settings: dict[str, str], **changes):
     """The preset of (algo, env) (``preset``, else the pair's default), then ``changes``, then the
     ``--set`` settings, which win."""
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     config = resolve(algo, env, preset).replace(**changes)
     return apply_settings(config, settings, algo, env)

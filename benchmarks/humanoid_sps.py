@@ -27,7 +27,7 @@ from sps import env_only, training  # noqa: E402
 
 
 def main(argv=None) -> int:
-    from diffrl.presets import apply_preset, resolve
+    from diffrl.config.presets import apply_preset, resolve
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="playground/G1JoystickFlatTerrain")

@@ -66,8 +66,8 @@ def policy_samplers(algo: str) -> tuple[str, ...]:
 
 def cell_config(cell: ledger_plan.Cell, scratch: Path | None = None):
     """The validated TrainConfig of ``cell`` (no compilation; raises ConfigError on bad input)."""
-    from diffrl.overrides import set_field
-    from diffrl.presets import resolve
+    from diffrl.config.overrides import set_field
+    from diffrl.config.presets import resolve
 
     config = resolve(cell.algo, cell.task, cell.preset).replace(
         total_env_steps=cell.env_steps, num_seeds=cell.num_seeds, seed=cell.base_seed, num_evals=cell.num_evals,
@@ -188,9 +188,9 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
              keep_run_dir: bool = False) -> dict | None:
     """Train ``cell`` (continuing its scratch run directory's last checkpoint if there is one) and
     write its record; None if it was interrupted (checkpointed; nothing that looks finished)."""
-    from diffrl.records import atomic_write_json, library_versions, machine_record, git_commit
+    from diffrl.plumbing.records import atomic_write_json, library_versions, machine_record, git_commit
     from diffrl.core.trainer import Trainer
-    from diffrl.plotting import read_metrics
+    from diffrl.artefacts.plotting import read_metrics
     from suite import continue_or_restart
 
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None

@@ -59,7 +59,7 @@ def _measure(algo: str, task: str, scratch: Path) -> dict:
 
 
 def _batch(algo: str, task: str) -> int:
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     config = resolve(algo, task, None)
     return config.num_envs * config.num_steps
@@ -82,7 +82,7 @@ def pilot(tasks: list[str], reference_tasks: list[str], path: Path, log=print) -
         from ledger import SINGLE_THREAD_XLA
 
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_XLA).strip()
-    from diffrl.records import atomic_write_json, library_versions, machine_record
+    from diffrl.plumbing.records import atomic_write_json, library_versions, machine_record
     from ledger import SCRATCH, cell_config
     from stability import random_return
 

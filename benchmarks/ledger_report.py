@@ -324,7 +324,7 @@ def draw_figures(runs: dict, randoms: dict, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from diffrl.stats import mean_ci_along_last_axis
+    from diffrl.maths.stats import mean_ci_along_last_axis
 
     paths = []
     for matrix, tasks in (("m1", [f"playground/{t}" for t in ledger_plan.M1_TASKS]),

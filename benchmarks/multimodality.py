@@ -23,7 +23,7 @@ After training, every evaluation sampler of the algorithm (``--samplers`` to res
 
 Written under ``OUT/``: ``<env>--<algo>.json`` (per-seed values per sampler, the learning curve
 of the logged samplers, the config, wall-clock) and ``table.md`` (median [95% percentile
-bootstrap interval] over seeds, diffrl.stats). The run directories go to ``--runs-dir``
+bootstrap interval] over seeds, diffrl.maths.stats). The run directories go to ``--runs-dir``
 (default ``runs/multimodality/<OUT name>``, not committed).
 """
 from __future__ import annotations
@@ -97,7 +97,7 @@ def seed_values(out: dict) -> dict:
 
 def median_ci(values, seed: int = 0) -> tuple[float, float, float, int]:
     """(median, 95% low, 95% high, n) over the finite values (percentile bootstrap of the median)."""
-    from diffrl.stats import bootstrap_ci
+    from diffrl.maths.stats import bootstrap_ci
 
     x = np.asarray([v for v in values if v is not None and np.isfinite(v)], np.float64)
     if len(x) == 0:
@@ -220,7 +220,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     args.runs_dir = args.runs_dir or str(Path("runs") / "multimodality" / out.name)
     envs, algos = args.envs.split(","), args.algos.split(",")
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     args.optimum = {env: optimal_return(env) for env in envs}
     args.random = {env: random_return(resolve("ppo", env, None), episodes=1024) for env in envs}

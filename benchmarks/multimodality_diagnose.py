@@ -30,9 +30,9 @@ import numpy as np
 
 from diffrl.core.run import build_run
 from diffrl.core.trainer import Trainer
-from diffrl.normalization import normalise_obs
-from diffrl.overrides import set_field
-from diffrl.presets import resolve
+from diffrl.maths.normalization import normalise_obs
+from diffrl.config.overrides import set_field
+from diffrl.config.presets import resolve
 
 FIRST_ACTIONS = 512
 EPISODES = 256

@@ -92,7 +92,7 @@ def _log(msg: str) -> None:
 
 
 def cell_config(algo: str, preset: str, env: str):
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     config = resolve(algo, env, preset)
     config = config.replace(progress=False, tensorboard=False, num_seeds=1)
@@ -101,7 +101,7 @@ def cell_config(algo: str, preset: str, env: str):
 
 
 def _memory(compiled) -> dict | None:
-    from diffrl.bench_cost import compiled_memory
+    from diffrl.commands.bench_cost import compiled_memory
 
     return compiled_memory(compiled)
 
@@ -167,7 +167,7 @@ def measure_cell(algo: str, preset: str, env: str, time_iterations: int = 0, pro
     from diffrl.core.build import build
     from diffrl.core.evaluate import make_evaluate
     from diffrl.core.loop import make_components
-    from diffrl.records import config_to_json
+    from diffrl.plumbing.records import config_to_json
 
     config = cell_config(algo, preset, env)
     row = {"algo": algo, "preset": preset, "env": env, "num_envs": config.num_envs, "num_steps": config.num_steps,
@@ -614,7 +614,7 @@ def main(argv: list[str]) -> int:
         return 0
     import jax
 
-    from diffrl.records import atomic_write_json, git_commit, library_versions
+    from diffrl.plumbing.records import atomic_write_json, git_commit, library_versions
 
     cells = TIERS[args.tier]
     programs = tuple(args.programs.split(","))

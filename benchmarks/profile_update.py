@@ -121,8 +121,8 @@ def build_phases(config) -> tuple[dict, dict]:
 
 
 def main(argv=None) -> int:
-    from diffrl.overrides import set_field
-    from diffrl.presets import resolve
+    from diffrl.config.overrides import set_field
+    from diffrl.config.presets import resolve
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--algo", default="reppo")

@@ -28,9 +28,9 @@ import numpy as np
 
 from diffrl.core.build import build
 from diffrl.core.loop import make_components
-from diffrl.normalization import normalise_obs
-from diffrl.overrides import set_field
-from diffrl.presets import resolve
+from diffrl.maths.normalization import normalise_obs
+from diffrl.config.overrides import set_field
+from diffrl.config.presets import resolve
 
 ENV = "playground/CartpoleBalance"
 NUM_STATES, GRID, REPEATS, HORIZON, WARMUP = 16, np.linspace(-1.0, 1.0, 9), 8, 400, 50

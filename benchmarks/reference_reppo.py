@@ -154,8 +154,8 @@ def run_diffrl(args) -> dict:
     from diffrl.core.build import build
     from diffrl.core.evaluate import make_evaluate
     from diffrl.core.loop import make_train
-    from diffrl.overrides import set_field
-    from diffrl.presets import resolve
+    from diffrl.config.overrides import set_field
+    from diffrl.config.presets import resolve
 
     config = resolve("reppo", args.env, None).replace(
         total_env_steps=args.total_env_steps, num_envs=args.num_envs, num_steps=args.num_steps, num_seeds=1,
@@ -214,10 +214,10 @@ def _versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        from diffrl.records import library_versions
+        from diffrl.plumbing.records import library_versions
     except ImportError:  # the reference's venv sees diffrl's dependencies but not its editable install
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-        from diffrl.records import library_versions
+        from diffrl.plumbing.records import library_versions
 
     try:
         distrax = version("distrax")

@@ -41,7 +41,7 @@ def random_floor(env: str) -> float:
     """stability.py's random-policy return for ``env`` (diffrl's evaluation of uniform actions)."""
     from stability import random_return
 
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     return random_return(resolve("reppo", env, None))
 

@@ -7,7 +7,7 @@ Usage:
 For every (algorithm, devices, num_envs) one compiled chunk of ``--iterations``
 training iterations (rollout + update, the algorithm's preset for the env otherwise,
 ``num_steps`` from the preset) is built exactly as the trainer builds it: traced
-under a mesh of that many devices (``diffrl.sharding``), env batch split over
+under a mesh of that many devices (``diffrl.plumbing.sharding``), env batch split over
 it, parameters replicated. Each chunk is then timed ``--repeats`` times, round-robin
 over all contenders so machine noise hits them alike; the best time counts.
 On a CPU the devices are virtual (``jax_num_cpu_devices``, set here before JAX
@@ -45,8 +45,8 @@ def build_chunk(algo: str, env: str, num_envs: int, devices: int, iterations: in
 
     from diffrl.core.build import build
     from diffrl.core.loop import make_components, state_shardings
-    from diffrl.sharding import make_mesh, matmul_precision
-    from diffrl.presets import resolve
+    from diffrl.plumbing.sharding import make_mesh, matmul_precision
+    from diffrl.config.presets import resolve
 
     config = resolve(algo, env, None).replace(num_envs=num_envs, num_devices=devices,
                                               chunk_iterations=iterations, num_seeds=1)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from diffrl.stats import bootstrap_ci, iqm
+from diffrl.maths.stats import bootstrap_ci, iqm
 
 
 def read_run(run_dir: Path, metrics: list[str]) -> dict:

@@ -71,7 +71,7 @@ def training(config):
 
 
 def main(argv=None) -> int:
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", required=True)

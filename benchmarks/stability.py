@@ -79,7 +79,7 @@ def random_return(config, episodes: int = 256, seed: int = 12345) -> float:
 
     from diffrl.core.build import build
     from diffrl.core.evaluate import make_evaluate
-    from diffrl.normalization import init_stats
+    from diffrl.maths.normalization import init_stats
 
     config = config.replace(eval_envs=episodes, num_seeds=1)
     _, _, eval_env = build(config)
@@ -270,7 +270,7 @@ def plot_pair(record: dict, metrics: dict, path: Path) -> None:
 
 def median_ci(values) -> str:
     """'median [low, high]': the median over seeds and its 95% percentile-bootstrap interval."""
-    from diffrl.stats import bootstrap_ci
+    from diffrl.maths.stats import bootstrap_ci
 
     point, low, high = bootstrap_ci(np.asarray(values, np.float64), lambda x: np.median(x, axis=-1))
     return f"{point:.3f} [{low:.3f}, {high:.3f}]"

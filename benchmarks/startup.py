@@ -5,7 +5,7 @@ soon as the first chunk's program is ready to run; the time is measured from the
 process was launched, imports included. Four starts, in this order, share one cache directory:
 
 * ``first``: empty caches: everything is traced and compiled;
-* ``second``: both caches warm: the traced programs are read back (``diffrl.program_cache``) and
+* ``second``: both caches warm: the traced programs are read back (``diffrl.plumbing.program_cache``) and
   their executables loaded from JAX's persistent compilation cache;
 * ``second, traced``: JAX's cache warm, the traced programs removed: what JAX's cache alone gives;
 * ``no cache``: ``--no-compile-cache``: every start compiles.
@@ -64,7 +64,7 @@ def one_start(args: list[str], cache: Path, out: Path) -> dict:
 
 def measure(args: list[str], work: Path, log=print) -> list[dict]:
     cache = work / "jax"
-    exported = work / "jax-exported"  # diffrl.program_cache keeps its entries beside JAX's cache
+    exported = work / "jax-exported"  # diffrl.plumbing.program_cache keeps its entries beside JAX's cache
     rows = []
     for name, extra, prepare in (
             ("first", [], lambda: None),
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="diffrl-startup-") as tmp:
         rows = measure(args, Path(tmp))
     if opts.out:
-        from diffrl.records import library_versions, machine_record
+        from diffrl.plumbing.records import library_versions, machine_record
 
         Path(opts.out).write_text(json.dumps({"args": args, "rows": rows, "machine": machine_record(),
                                               "versions": library_versions(),

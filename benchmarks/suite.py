@@ -114,7 +114,7 @@ def program_dir(out: Path, algo: str, task: str) -> Path:
 
 def make_config(settings: SuiteSettings, algo: str, task: str, overrides: dict, out: Path):
     """The validated TrainConfig of one (algo, task) program."""
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     config = resolve(algo, task, settings.presets.get(algo))
     config = config.replace(
@@ -155,7 +155,7 @@ def _comparable(config_dict: dict) -> dict:
 
 def check_same_config(old: dict, config, where: str) -> None:
     """Refuse (ValueError) to continue a run whose recorded settings differ from ``config``'s."""
-    from diffrl.records import config_to_json
+    from diffrl.plumbing.records import config_to_json
 
     new = _comparable(config_to_json(config))
     old = _comparable(old)
@@ -171,7 +171,7 @@ def continue_or_restart(run_dir: Path, config) -> tuple:
     With a valid checkpoint the program continues from it (``config`` gets ``resume``; ValueError if
     the directory was written with other settings); without one it is removed and started over with
     a clean log (metadata None), as when there is no directory."""
-    from diffrl.checkpoint import latest_valid_checkpoint, read_metadata
+    from diffrl.plumbing.checkpoint import latest_valid_checkpoint, read_metadata
 
     path = latest_valid_checkpoint(run_dir) if run_dir.exists() else None
     if path is None:
@@ -184,7 +184,7 @@ def continue_or_restart(run_dir: Path, config) -> tuple:
 
 def run_program(out: Path, algo: str, task: str, config, log=print) -> str:
     """Train one (algo, task) program unless its records exist; -> 'skipped', 'resumed' or 'trained'."""
-    from diffrl.records import atomic_write_json
+    from diffrl.plumbing.records import atomic_write_json
     from diffrl.core.trainer import Trainer
 
     paths = [record_path(out, algo, task, i) for i in range(config.num_seeds)]
@@ -252,7 +252,7 @@ def main(argv=None) -> int:
         jax.config.update("jax_compilation_cache_dir", args.jax_cache)
     out.mkdir(parents=True, exist_ok=True)
     (out / ".gitignore").write_text("# trainer run directories (checkpoints, exported policies)\ntrain/\n")
-    from diffrl.records import atomic_write_json, config_to_json
+    from diffrl.plumbing.records import atomic_write_json, config_to_json
 
     atomic_write_json(out / "suite.json", {"settings": config_to_json(settings), "argv": sys.argv if argv is None
                                            else ["benchmarks/suite.py", *argv]})

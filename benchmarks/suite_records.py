@@ -57,7 +57,7 @@ def records_from_run_dir(run_dir: str | Path, algo: str, task: str, base_seed: i
                          sampler: str, extra: dict | None = None) -> list[dict]:
     """One record per seed from a finished trainer run directory (config.json, metrics.jsonl,
     summary.json); the returns are those logged for the first evaluation sampler."""
-    from diffrl.plotting import read_metrics
+    from diffrl.artefacts.plotting import read_metrics
 
     run_dir = Path(run_dir)
     run_record = json.loads((run_dir / "config.json").read_text())

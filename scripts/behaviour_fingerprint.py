@@ -29,7 +29,7 @@ import hashlib, json, os, sys, tempfile
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 import numpy as np
 from diffrl.core.trainer import Trainer
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 algo, env = sys.argv[1], sys.argv[2]
 config = resolve(algo, env, None)
 off_policy = config.algo in ("sac", "dime-off", "amdp-off")
@@ -38,7 +38,7 @@ sizes = dict(num_envs=8, num_steps=2 if off_policy else 8, num_evals=2, eval_env
 sizes["total_env_steps"] = sizes["num_envs"] * sizes["num_steps"] * (64 if off_policy else 4)
 config = config.replace(**sizes)
 if off_policy:
-    from diffrl.overrides import set_field
+    from diffrl.config.overrides import set_field
     for key, value in {"offpolicy.learning_starts": 64, "offpolicy.batch_size": 16, "offpolicy.renorm_warmup": 0}.items():
         config = set_field(config, key, value)
 digest, rows = hashlib.sha256(), []

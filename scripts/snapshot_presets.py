@@ -19,7 +19,7 @@ from pathlib import Path
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "tests" / "data" / "resolved_presets.json"
 
-# One task per preset family (diffrl.presets.family): the default-preset rule is keyed by family.
+# One task per preset family (diffrl.config.presets.family): the default-preset rule is keyed by family.
 FAMILY_TASKS = (
     "playground/CartpoleSwingup", "playground/CheetahRun", "playground/Go1JoystickFlatTerrain",
     "playground/G1JoystickFlatTerrain", "brax/ant", "gymnax/Pendulum-v1", "toy/MirrorGoals",
@@ -42,7 +42,7 @@ def flatten(value, prefix: str = "") -> dict:
 def resolved_presets() -> dict:
     from diffrl.algos import ALGORITHMS
     from diffrl.config import TrainConfig
-    from diffrl.presets import PRESETS, apply_preset, default_preset
+    from diffrl.config.presets import PRESETS, apply_preset, default_preset
 
     base = flatten(TrainConfig())
     presets = {}

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diffrl.records import cpu_model
+from diffrl.plumbing.records import cpu_model
 
 USER_XLA_FLAGS_VAR = "DIFFRL_TEST_USER_XLA_FLAGS"
 USER_XLA_FLAGS = os.environ.get(USER_XLA_FLAGS_VAR, os.environ.get("XLA_FLAGS", ""))
@@ -48,8 +48,8 @@ if hasattr(os, "sched_setaffinity"):
 _RUNNER = ONE_CORE + """
 import json, sys
 from diffrl.core.trainer import Trainer
-from diffrl.overrides import set_field
-from diffrl.presets import resolve
+from diffrl.config.overrides import set_field
+from diffrl.config.presets import resolve
 spec = json.loads(sys.argv[1])
 changes = {k: tuple(v) if isinstance(v, list) else v for k, v in spec["changes"].items()}
 config = resolve(spec["algo"], spec["env"], None).replace(**{k: v for k, v in changes.items() if "." not in k})

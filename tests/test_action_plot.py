@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from diffrl.cli import main
-from diffrl.commands import load_trained
+from diffrl.commands.trained_run import load_trained
 
 
 def test_actions_command_draws_from_the_policy(tmp_path):
@@ -28,7 +28,7 @@ def test_actions_command_draws_from_the_policy(tmp_path):
     trained, state, _ = load_trained(run)
     params = jax.tree_util.tree_map(lambda x: x[0], state.algo.actor_params)
     obs = jnp.ones((1, 1))  # the bandit's constant observation, normalised as the trainer does
-    from diffrl.normalization import normalise_obs
+    from diffrl.maths.normalization import normalise_obs
 
     stats = jax.tree_util.tree_map(lambda x: x[0], state.obs_stats)
     mean, std = trained.algo.policy.dist(params, normalise_obs(stats, obs, trained.config))

@@ -18,7 +18,7 @@ import pytest
 
 from diffrl.core.build import build
 from diffrl.policies.reference_sde import sample_bridge
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 
 jax.config.update("jax_platforms", "cpu")
 

@@ -7,7 +7,7 @@ import numpy as np
 import optax
 import pytest
 
-from diffrl import adjoint_matching as am
+from diffrl.maths import adjoint_matching as am
 from diffrl.policies.reference_sde import (
     ReferenceSDE,
     bridge_mean_std,
@@ -15,7 +15,7 @@ from diffrl.policies.reference_sde import (
     erf_log_det_jacobian,
     erf_squash,
 )
-from diffrl.trust_region import kl_multiplier_loss
+from diffrl.maths.trust_region import kl_multiplier_loss
 
 REF = ReferenceSDE(0.01, 2.0)
 H1_SQ = REF.terminal_std**2

@@ -8,7 +8,7 @@ from PIL import Image
 import aggregate
 from suite_records import SCHEMA, record_name
 
-from diffrl.stats import iqm
+from diffrl.maths.stats import iqm
 
 TASKS = ("playground/CartpoleSwingup", "playground/PendulumSwingup", "playground/CheetahRun")
 

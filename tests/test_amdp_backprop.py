@@ -15,7 +15,7 @@ from diffrl.algos.reppo import REPPO
 from diffrl.core.build import build
 from diffrl.core.trainer import Trainer, seed_keys
 from diffrl.policies.adjoint import AdjointPolicy
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 from param_fixtures import perturbed, without_value_prior
 
 

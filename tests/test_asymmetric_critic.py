@@ -109,7 +109,7 @@ def test_policy_sees_actor_obs_and_critic_sees_privileged_obs(algo, probe_env, t
     from diffrl.core.build import build
     from diffrl.core.evaluate import make_evaluate
     from diffrl.core.loop import make_components
-    from diffrl.export import export_from_train_state, load_policy
+    from diffrl.artefacts.export import export_from_train_state, load_policy
 
     config = small_config(algo, probe_env)
     env, algo_obj, eval_env = build(config)
@@ -186,9 +186,9 @@ def test_physics_impl_is_validated():
 def test_trained_run_checkpoint_eval_and_export(probe_env, tmp_path):
     """A run directory's checkpoint restores both normalisers at their own sizes, `diffrl eval`
     runs best-of-k (which reads the critic), and the export is actor-only."""
-    from diffrl.commands import cmd_eval, cmd_export, load_trained
+    from diffrl.commands.trained_run import cmd_eval, cmd_export, load_trained
     from diffrl.core.trainer import Trainer
-    from diffrl.export import load_policy
+    from diffrl.artefacts.export import load_policy
 
     run = tmp_path / "run"
     config = small_config("reppo", probe_env).replace(out=str(run), progress=False, tensorboard=False,

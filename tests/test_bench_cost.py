@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from diffrl import bench_cost
+from diffrl.commands import bench_cost
 from diffrl.cli import main
 from multiseed import long_only
 
@@ -52,7 +52,7 @@ def test_measures_every_group_and_records_raw_timings(tmp_path, capsys):
     rc = main(["bench", "cost"] + TINY + ["--algos", "amdp", "--diffusion-steps", "2,4", "--json", str(out)])
     assert rc == 0
     record = json.loads(out.read_text())
-    assert record["schema"] == "diffrl.bench_cost/1"
+    assert record["schema"] == "diffrl.commands.bench_cost/1"
     assert record["machine"]["jax_backend"] == "cpu" and record["machine"]["cpu_count"] >= 1
     assert record["versions"]["jax"] and record["batch"] == {"num_envs": 8, "num_steps": 4}
     assert record["configs"]["amdp@N=4"]["adjoint"]["num_steps"] == 4

@@ -1,7 +1,7 @@
 """Ratios, summaries and tables of a bench-cost record, against hand-computed values."""
 import pytest
 
-from diffrl.bench_cost_report import markdown, ratio, summarise_row, with_summaries
+from diffrl.commands.bench_cost_report import markdown, ratio, summarise_row, with_summaries
 
 
 def _row(algo, n, iteration, update, peak, status="ok", error=None):

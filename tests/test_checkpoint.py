@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from flax import struct
 
-from diffrl.checkpoint import (
+from diffrl.plumbing.checkpoint import (
     CHECKPOINT_FORMAT,
     CheckpointError,
     CorruptCheckpointWarning,
@@ -20,7 +20,7 @@ from diffrl.checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
-from diffrl.normalization import init_stats, update_stats
+from diffrl.maths.normalization import init_stats, update_stats
 
 NUM_SEEDS = 2
 
@@ -178,7 +178,7 @@ def test_relative_run_directory(tmp_path, monkeypatch):
     """Run directories are usually relative (runs/<name>); orbax needs absolute paths."""
     import jax.numpy as jnp
 
-    from diffrl.checkpoint import latest_valid_checkpoint, restore_checkpoint, save_checkpoint
+    from diffrl.plumbing.checkpoint import latest_valid_checkpoint, restore_checkpoint, save_checkpoint
 
     monkeypatch.chdir(tmp_path)
     state = {"w": jnp.arange(6.0).reshape(2, 3), "step": jnp.asarray(3, jnp.int32)}

@@ -133,8 +133,8 @@ def test_eval_export_plot_on_a_run(tmp_path, capsys):
     assert (tmp_path / "onnx" / "policy_sample.onnx").exists()
     # best-of-k travels with the critic: the export reproduces the trainer's own best-of-k evaluation
     assert (tmp_path / "onnx" / "policy_best-of-k.onnx").exists()
-    from diffrl.commands import load_trained
-    from diffrl.normalization import normalise_obs
+    from diffrl.commands.trained_run import load_trained
+    from diffrl.maths.normalization import normalise_obs
 
     trained, state, _ = load_trained(str(out))
     seed0 = jax.tree.map(lambda x: x[0], state)
@@ -178,10 +178,10 @@ def trudi_run_stub(monkeypatch):
     and actions run before anything is evaluated, so no training is needed to reach them."""
     from types import SimpleNamespace
 
-    import diffrl.commands
+    import diffrl.commands.trained_run
 
     run = SimpleNamespace(algo=trudi_algo_stub(), config=SimpleNamespace(algo="trudi"))
-    monkeypatch.setattr(diffrl.commands, "load_trained", lambda *args, **kwargs: (run, None, {}))
+    monkeypatch.setattr(diffrl.commands.trained_run, "load_trained", lambda *args, **kwargs: (run, None, {}))
 
 
 def test_multi_algorithm_sampler_lists_skip_retired_names_with_a_note():
@@ -213,7 +213,7 @@ def test_eval_export_actions_refuse_a_retired_trudi_sampler_naming_the_new_one(o
 def test_run_directory_from_before_the_rename_loads_with_the_new_names(tmp_path):
     from diffrl.config import TrainConfig
     from diffrl.core.run_dir import load_run_config
-    from diffrl.records import write_run_record
+    from diffrl.plumbing.records import write_run_record
 
     for algo, stored, loaded in (("trudi", ("sde", "ode", "ode-c", "best-of-k"),
                                   ("sde", "reversal-ode", "noise-free", "best-of-k")),
@@ -245,7 +245,7 @@ def test_amdp_run_directory_with_reppo_kl_settings_loads_them_reset(tmp_path):
     from diffrl.algos.reppo_config import REPPOConfig
     from diffrl.config import TrainConfig
     from diffrl.core.run_dir import load_run_config
-    from diffrl.records import write_run_record
+    from diffrl.plumbing.records import write_run_record
 
     stored = TrainConfig(algo="amdp", reppo=REPPOConfig(kl_start=1.0, kl_min=0.1, critic_lr=2e-3))
     write_run_record(tmp_path, stored)
@@ -267,7 +267,7 @@ def test_presets_show_prints_the_resolved_config(capsys):
 def test_resume_of_a_run_written_by_another_version_is_refused_with_a_message(tmp_path, capsys):
     """A config.json with a field this version does not know: exit 2 naming it, no traceback."""
     from diffrl.config import TrainConfig
-    from diffrl.records import write_run_record
+    from diffrl.plumbing.records import write_run_record
 
     write_run_record(tmp_path, TrainConfig(algo="reppo"))
     record = json.loads((tmp_path / "config.json").read_text())

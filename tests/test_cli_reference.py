@@ -1,7 +1,7 @@
-"""docs/cli.md is the commands' current help (regenerate: python -m diffrl.cli_reference > docs/cli.md)."""
+"""docs/cli.md is the commands' current help (regenerate: python -m diffrl.commands.cli_reference > docs/cli.md)."""
 from pathlib import Path
 
-from diffrl.cli_reference import COMMANDS, render
+from diffrl.commands.cli_reference import COMMANDS, render
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 
@@ -10,7 +10,7 @@ def test_cli_reference_is_current():
     current = render()
     assert DOC.read_text() == current, (
         "docs/cli.md is out of date with the commands' --help; regenerate it with "
-        "`python -m diffrl.cli_reference > docs/cli.md`")
+        "`python -m diffrl.commands.cli_reference > docs/cli.md`")
 
 
 def test_cli_reference_covers_every_command_and_export_flags():
@@ -24,9 +24,9 @@ def test_cli_reference_covers_every_command_and_export_flags():
 
 
 def test_algorithms_reference_is_current():
-    from diffrl.algorithms_reference import render as render_algorithms
+    from diffrl.commands.algorithms_reference import render as render_algorithms
 
     doc = DOC.parent / "algorithms.md"
     assert doc.read_text() == render_algorithms(), (
         "docs/algorithms.md is out of date with the modules' docstrings; regenerate it with "
-        "`python -m diffrl.algorithms_reference > docs/algorithms.md`")
+        "`python -m diffrl.commands.algorithms_reference > docs/algorithms.md`")

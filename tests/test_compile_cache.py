@@ -52,7 +52,7 @@ def test_second_run_loads_what_two_concurrent_runs_compiled(tmp_path):
     summaries = [json.loads((tmp_path / name / "summary.json").read_text()) for name in "abc"]
     times = [s["compile/chunk_s"] for s in summaries]
     assert times[2] < 0.5 * min(times[:2]), times
-    # the traced programs were kept too (diffrl.program_cache): the warm run traced neither
+    # the traced programs were kept too (diffrl.plumbing.program_cache): the warm run traced neither
     assert list((tmp_path / "cache-exported").glob("*.exported"))
     assert summaries[2]["compile/programs_read"] == 2, summaries[2]
     # and they compute what the runs that traced them computed, bit for bit

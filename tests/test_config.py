@@ -2,7 +2,7 @@
 import pytest
 
 from diffrl.config import ConfigError, TrainConfig
-from diffrl.presets import PRESETS, apply_preset, default_preset, resolve
+from diffrl.config.presets import PRESETS, apply_preset, default_preset, resolve
 
 
 def test_default_config_is_valid():
@@ -130,7 +130,7 @@ def test_a_section_the_algorithm_does_not_read_is_refused(algo, flag, value):
     """A changed field of a config section the algorithm never reads would do nothing: refused
     before anything is built, naming the sections it does read."""
     from diffrl.algos import ALGORITHM_SECTIONS, UNUSED_SETTINGS
-    from diffrl.overrides import set_field
+    from diffrl.config.overrides import set_field
 
     config = set_field(TrainConfig(algo=algo), flag, value)
     cli_flag = "--" + flag.replace("_", "-")

@@ -1,4 +1,4 @@
-"""Deployable policies (diffrl.deploy): every sampler of every policy kind as ONNX and jax.export.
+"""Deployable policies (diffrl.artefacts.deploy): every sampler of every policy kind as ONNX and jax.export.
 
 Oracle: ``diffrl.load_policy(dir, sampler)(obs, key)``, the policy as diffrl evaluates it. The
 artifacts are given the noise that ``act`` draws from ``key`` (``draw_eval_noise``) and must
@@ -15,14 +15,14 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from diffrl import deploy
-from diffrl.export import export_policy, load_policy
-from diffrl.normalization import init_stats, update_stats
+from diffrl.artefacts import deploy
+from diffrl.artefacts.export import export_policy, load_policy
+from diffrl.maths.normalization import init_stats, update_stats
 from diffrl.policies.adjoint import AdjointPolicy, AdjointPolicyConfig
 from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig
 from diffrl.policies.gaussian import GaussianPolicy, GaussianPolicyConfig
 from diffrl.critics.categorical import CategoricalCritic, CriticConfig
-from diffrl.export_critic import export_critic
+from diffrl.artefacts.export_critic import export_critic
 
 OBS, ACT, CLIP = 6, 3, 5.0
 
@@ -72,7 +72,7 @@ def exports(tmp_path_factory):
 
 
 def _inputs(act, batch, seed):
-    from diffrl.export_critic import draw_best_of_k_noise
+    from diffrl.artefacts.export_critic import draw_best_of_k_noise
 
     obs = 2.0 + 8.0 * np.random.default_rng(seed).standard_normal((batch, OBS)).astype(np.float32)
     key = jax.random.PRNGKey(seed)

@@ -326,7 +326,7 @@ def test_action_trust_region_config_is_checked():
     DiffusionPolicy(DiffusionPolicyConfig(trust_region="action", kl_samples=4), ACT)
     from diffrl.config import ConfigError
     from diffrl.core.build import build
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     for algo in ("dime", "trudi"):
         config = resolve(algo, "gymnax/Pendulum-v1", None)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from diffrl.checkpoint import latest_valid_checkpoint, verify_checkpoint
+from diffrl.plumbing.checkpoint import latest_valid_checkpoint, verify_checkpoint
 
 ARGS = ["--algo", "ppo", "--env", "gymnax/Pendulum-v1", "--num-envs", "16", "--num-steps", "32", "--eval-envs", "4",
         "--ppo.num-minibatches", "4", "--ppo.num-epochs", "1", "--no-progress", "--no-tensorboard"]

@@ -157,7 +157,7 @@ def train_field(flag: str, algo: str | None = None):
     negates a boolean), or None for a flag that is not a field; raises ConfigError for an unknown one.
     ``algo``: the command's --algo, whose own config sections (an algorithm from outside) count too."""
     from diffrl.config import ConfigError, config_type
-    from diffrl.overrides import field_type
+    from diffrl.config.overrides import field_type
 
     name, template = flag[2:], config_type(algo or "ppo")()
     if name in TRAIN_FLAGS_NOT_FIELDS:
@@ -190,7 +190,7 @@ def example_value(command: str, flag: str | None, placeholder: str, argv: list[s
     if flag in FLAG_VALUES:
         return FLAG_VALUES[flag]
     if command == "train" and flag == "--preset":  # a preset of the command's own algorithm and env
-        from diffrl.presets import resolve
+        from diffrl.config.presets import resolve
 
         options = dict(zip(argv, argv[1:]))
         return resolve(options["--algo"], options["--env"], None).preset
@@ -276,7 +276,7 @@ def test_documented_command_names_and_flags(doc, span):
 
 def train_flags():
     from diffrl.config import ConfigError, TrainConfig
-    from diffrl.overrides import field_type
+    from diffrl.config.overrides import field_type
 
     flags = []
     for doc, span in documented("flags"):

@@ -10,7 +10,7 @@ import pytest
 from diffrl.algos import ALGORITHM_SECTIONS, ALGORITHMS, unused_setting_errors
 from diffrl.policies import RatioPolicy
 from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig
-from diffrl.presets import PRESETS, resolve
+from diffrl.config.presets import PRESETS, resolve
 
 jax.config.update("jax_platforms", "cpu")
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffrl.export import (
+from diffrl.artefacts.export import (
     EXPORT_FORMAT,
     POLICY_KINDS,
     ExportError,
@@ -16,9 +16,9 @@ from diffrl.export import (
     load_policy,
     policy_kind_of,
 )
-from diffrl.normalization import init_stats, normalize, update_stats
+from diffrl.maths.normalization import init_stats, normalize, update_stats
 from diffrl.policies.gaussian import GaussianPolicy, GaussianPolicyConfig
-from diffrl.records import config_from_json, flatten_params
+from diffrl.plumbing.records import config_from_json, flatten_params
 
 OBS, ACT, CLIP = 5, 3, 4.0
 

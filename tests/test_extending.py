@@ -36,7 +36,7 @@ def example_on_path(monkeypatch):
 def _train(algo: str, out: Path, **settings):
     from diffrl.config import config_type
     from diffrl.core.trainer import Trainer
-    from diffrl.overrides import set_field
+    from diffrl.config.overrides import set_field
 
     config = config_type(algo)(algo=algo, out=str(out), **SMALL)
     for dotted, value in settings.items():
@@ -63,7 +63,7 @@ def test_an_outside_algorithm_trains_through_the_trainer_and_reads_its_own_setti
 
 def test_its_own_setting_is_validated_before_compiling(example_on_path):
     from diffrl.config import ConfigError, config_type
-    from diffrl.overrides import set_field
+    from diffrl.config.overrides import set_field
 
     config = set_field(config_type(SPEC)(algo=SPEC, **SMALL), "scaled.policy_scale", -1.0)
     with pytest.raises(ConfigError, match="--scaled.policy-scale must be positive"):
@@ -139,7 +139,7 @@ def test_its_presets_resolve_once_it_is_registered(example_on_path):
     from diffrl.algos.preset import Preset
     from diffrl.algos.spec import AlgorithmSpec
     from diffrl.config import ConfigError
-    from diffrl.presets import PRESETS, resolve
+    from diffrl.config.presets import PRESETS, resolve
 
     # picked by default on its family (toy/*), built on diffrl's ppo-toy: PPO's values and its own
     config = resolve(SPEC, "toy/MirrorGoals", None)

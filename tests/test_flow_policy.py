@@ -15,7 +15,7 @@ import pytest
 from diffrl.algos import ALGORITHM_SECTIONS, ALGORITHMS
 from diffrl.policies import RatioPolicy
 from diffrl.policies.flow import FlowAux, FlowPolicy, FlowPolicyConfig
-from diffrl.presets import PRESETS, resolve
+from diffrl.config.presets import PRESETS, resolve
 
 jax.config.update("jax_platforms", "cpu")
 

@@ -17,7 +17,7 @@ import pytest
 from diffrl.algos import ALGORITHM_SECTIONS, ALGORITHMS
 from diffrl.algos.ppo import aspo_policy_loss, ppo_policy_loss, ratio_surrogate, spo_policy_loss
 from diffrl.core.build import build
-from diffrl.presets import PRESETS, resolve
+from diffrl.config.presets import PRESETS, resolve
 
 jax.config.update("jax_platforms", "cpu")
 
@@ -199,7 +199,7 @@ def test_log_ratio_clip_is_checked():
 def test_a_flow_config_stored_before_the_faithful_defaults_loads_as_trained():
     """Exports and run directories written before output_multiplier and loss_weighting existed load
     with the unscaled output and the unweighted loss they were trained with, not the new defaults."""
-    from diffrl.records import config_from_json
+    from diffrl.plumbing.records import config_from_json
     from diffrl.policies.flow import FlowPolicyConfig
 
     old = config_from_json(FlowPolicyConfig, {"hidden": [32, 32], "output_scale": 0.25, "ratio": "per_sample"})

@@ -80,7 +80,7 @@ def test_dry_run_through_run_sh_writes_every_part(tmp_path):
     assert {k: v["status"] for k, v in record["parts"].items()} == {"cost": "done", "sps": "done", "learn": "done"}
     # a. bench cost's own record, with the AMDP/REPPO ratio of its N=2 group
     cost = json.loads((out / "cost.json").read_text())
-    assert cost["schema"] == "diffrl.bench_cost/1" and cost["batch"] == {"num_envs": 8, "num_steps": 4}
+    assert cost["schema"] == "diffrl.commands.bench_cost/1" and cost["batch"] == {"num_envs": 8, "num_steps": 4}
     assert cost["ratios"][0]["amdp/reppo"]["status"] == "ok"
     assert "| N | REPPO iter | AMDP iter |" in (out / "cost.md").read_text()
     # b. the first env count reuses part a's iterations; the second is measured, against the simulator

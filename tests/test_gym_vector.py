@@ -12,7 +12,7 @@ from diffrl.envs.gym_vector import GymVectorBatch, vector_batch_maker  # noqa: E
 from diffrl.envs.gymnasium_env import GymnasiumHostEnv  # noqa: E402
 from diffrl.envs.host import SerialVecEnv  # noqa: E402
 from diffrl.envs.registry import is_host_env, register_host, unregister_host  # noqa: E402
-from diffrl.presets import resolve  # noqa: E402
+from diffrl.config.presets import resolve  # noqa: E402
 from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 
 

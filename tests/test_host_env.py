@@ -14,7 +14,7 @@ from diffrl.envs.base import EnvSpec, EnvState
 from diffrl.envs.host import JaxHostEnv, ProcessVecEnv, SerialVecEnv, native_action
 from diffrl.envs.host_registry import HostEnvMaker
 from diffrl.envs.wrappers import wrap
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 
 pytest.importorskip("dm_control")  # the dmc extra: `make test` installs it
 
@@ -222,7 +222,7 @@ def test_dm_control_catalogue_mirrors_the_suite():
 def test_train_and_resume_on_dm_control(tmp_path):
     """REPPO on dmc/cartpole-balance through the trainer (2 workers), interrupted after the first
     chunk and resumed: the learned state resumes exactly, the simulators with fresh episodes."""
-    from diffrl.checkpoint import latest_valid_checkpoint, read_metadata
+    from diffrl.plumbing.checkpoint import latest_valid_checkpoint, read_metadata
     from diffrl.core.run_dir import resume_config
     from diffrl.core.trainer import Trainer
 
@@ -260,7 +260,7 @@ def test_train_and_resume_on_dm_control(tmp_path):
 
 @pytest.mark.parametrize("name, act", [("dmc/cartpole-balance", 1), ("gym/HalfCheetah-v5", 6)])
 def test_video_of_a_host_task(name, act):
-    from diffrl.video import render_rollout
+    from diffrl.artefacts.video import render_rollout
 
     frames = render_rollout(name, lambda obs, key: jnp.zeros(act), jax.random.PRNGKey(0),
                             num_steps=3, height=48, width=64)

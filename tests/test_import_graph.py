@@ -16,7 +16,7 @@ from a module to every other diffrl module it imports:
   ``if TYPE_CHECKING:``, which never run, nor modules imported by a name in a string
   (``importlib.import_module``: the command line's lazy commands, the export's policy kinds), which
   a reading of the source cannot tell from any other string; both tables point down (to
-  diffrl.commands and diffrl.action_plot, to diffrl.policies).
+  diffrl.commands and diffrl.artefacts.action_plot, to diffrl.policies).
 
 The floors (ground floor up): :data:`GROUND` utilities depend on nothing else of diffrl's; core/
 (the training loop and run plumbing) is imported only by the user commands (:data:`COMMANDS`). No
@@ -29,11 +29,11 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
-GROUND = ("diffrl.nets", "diffrl.normalization", "diffrl.records", "diffrl.replay", "diffrl.returns",
-          "diffrl.sharding", "diffrl.stats", "diffrl.trust_region")
+GROUND = ("diffrl.nets", "diffrl.maths.normalization", "diffrl.maths.replay", "diffrl.maths.returns",
+          "diffrl.maths.stats", "diffrl.maths.trust_region", "diffrl.plumbing.records", "diffrl.plumbing.sharding")
 """Ground-floor utilities (a name covers a package's modules): they import only each other."""
 
-COMMANDS = ("diffrl.cli", "diffrl.cli_reference", "diffrl.commands", "diffrl.action_plot", "diffrl.bench_cost")
+COMMANDS = ("diffrl.cli", "diffrl.commands", "diffrl.artefacts.action_plot")
 """The user commands: with core/ itself, the only modules that import core/."""
 
 CORE = "diffrl.core"
@@ -158,7 +158,7 @@ def test_the_graph_sees_top_level_and_lazy_imports():
     edges, _ = import_graph()
     assert "diffrl.core.run" in edges["diffrl.core.trainer"]  # module level
     assert "diffrl.core.build" in edges["diffrl.core.loop"]  # inside make_train
-    assert "diffrl.commands" in edges["diffrl.action_plot"]  # inside a function, `from x import name`
+    assert "diffrl.commands.trained_run" in edges["diffrl.artefacts.action_plot"]  # inside a function, `from x import name`
     assert "diffrl.envs.base" in edges["diffrl.envs"]  # a package's re-export
     assert len(edges) > 80
 

@@ -5,7 +5,7 @@ import pytest
 
 from diffrl.core.loop import make_train
 from diffrl.core.trainer import seed_keys
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 from multiseed import long_only, train_seeds
 
 

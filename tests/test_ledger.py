@@ -14,7 +14,7 @@ import ledger
 import ledger_plan
 import ledger_report
 from ledger_records import (SCHEMA, config_hash, hashed_settings, settings_hash, validate_record)
-from diffrl.presets import default_preset
+from diffrl.config.presets import default_preset
 
 
 # -- the config hash --------------------------------------------------------------------------

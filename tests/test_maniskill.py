@@ -16,8 +16,8 @@ pytest.importorskip("mani_skill")  # the maniskill extra: `make test` installs i
 
 from diffrl.envs import registry  # noqa: E402
 from diffrl.envs.maniskill import MANISKILL_TASKS, NEEDS_DOWNLOAD, ManiSkillEnv  # noqa: E402
-from diffrl.overrides import set_field  # noqa: E402
-from diffrl.presets import resolve  # noqa: E402
+from diffrl.config.overrides import set_field  # noqa: E402
+from diffrl.config.presets import resolve  # noqa: E402
 
 # Registered ManiSkill 3.0.1 tasks that build offline but have no reward to learn from (no dense
 # reward mode, or none at all): not listed.
@@ -98,7 +98,7 @@ def test_trains_evaluates_and_records_through_the_trainer(tmp_path):
     evaluations with returns within the 50-step episode's [0, 50] and a success rate per seed; then
     a video of the policy."""
     from diffrl.core.trainer import Trainer
-    from diffrl.video import render_rollout
+    from diffrl.artefacts.video import render_rollout
 
     config = resolve("reppo", "maniskill/PushCube-v1", None).replace(
         num_envs=4, num_steps=10, num_seeds=2, total_env_steps=2 * 40, num_evals=2, eval_envs=2,

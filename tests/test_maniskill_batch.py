@@ -14,8 +14,8 @@ pytest.importorskip("mani_skill")  # the maniskill extra: `make test` installs i
 
 from diffrl.envs.host import first_step_counts  # noqa: E402
 from diffrl.envs.maniskill_batch import ManiSkillBatchVecEnv, resolve_backend  # noqa: E402
-from diffrl.overrides import set_field  # noqa: E402
-from diffrl.presets import resolve  # noqa: E402
+from diffrl.config.overrides import set_field  # noqa: E402
+from diffrl.config.presets import resolve  # noqa: E402
 
 TASK = "PushCube-v1"
 
@@ -146,7 +146,7 @@ def test_gpu_presets_are_the_references_settings_and_are_refused_without_a_gpu()
     minibatches); both, and their variants, ask for the GPU scene."""
     from diffrl.config import ConfigError
     from diffrl.core.trainer import Trainer
-    from diffrl.presets import PRESETS
+    from diffrl.config.presets import PRESETS
 
     reppo = resolve("reppo", f"maniskill/{TASK}", "reppo-maniskill")
     assert (reppo.num_envs, reppo.num_steps, reppo.reppo.num_minibatches, reppo.reppo.num_epochs) == (1024, 128, 128, 4)

@@ -16,7 +16,7 @@ import pytest
 
 from diffrl.core.evaluate import make_evaluate
 from diffrl.core.trainer import Trainer
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 from multiseed import long_only
 
 EPISODES = 128

@@ -115,7 +115,7 @@ def test_amdp_trains_a_policy_of_more_than_ten_million_parameters():
     from diffrl.core.loop import make_train
     from diffrl.core.trainer import seed_keys
     from diffrl.policies.adjoint import AdjointPolicy
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     config = resolve("amdp", "gymnax/Pendulum-v1", None).replace(
         total_env_steps=2 * 32, num_envs=8, num_steps=4, num_evals=1, eval_envs=2, episode_length=20)

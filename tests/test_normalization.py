@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from diffrl.normalization import RunningStats, denormalize, init_stats, normalize, update_stats
+from diffrl.maths.normalization import RunningStats, denormalize, init_stats, normalize, update_stats
 
 
 def test_update_matches_numpy_over_several_batches():

@@ -14,7 +14,7 @@ from diffrl.algos.offpolicy import categorical_td_loss, pathwise_actor_loss, sca
 from diffrl.config import ConfigError
 from diffrl.core.build import build
 from diffrl.critics.crossq import atoms
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 from multiseed import long_only
 
 
@@ -151,11 +151,11 @@ def _tiny_run(algo_name, out, **changes):
 def test_interrupt_and_resume_is_bitwise_identical_with_the_buffer(tmp_path, algo_name):
     """The buffer is part of the checkpointed state: a resumed run replays the same transitions
     (amdp-off also stores its terminal pre-squash actions)."""
-    from diffrl.checkpoint import latest_valid_checkpoint
+    from diffrl.plumbing.checkpoint import latest_valid_checkpoint
     from diffrl.core.run_dir import resume_config
     from diffrl.core.trainer import Trainer
-    from diffrl.export import load_policy
-    from diffrl.export_critic import has_critic
+    from diffrl.artefacts.export import load_policy
+    from diffrl.artefacts.export_critic import has_critic
     from test_resume import rows
 
     with warnings.catch_warnings(record=True) as caught:  # the trainer reports a failed export as a warning
@@ -198,7 +198,7 @@ def test_sac_preset_is_published_sac_and_crossq_stays_an_option():
     """sac: SAC's critic (Haarnoja et al. 2018, arXiv 1812.05905): scalar ReLU MLPs, target critics
     Polyak-averaged at tau = 0.005, the minimum of two; dime-off keeps DIME's CrossQ critic."""
     for preset in ("sac-dmc", "sac-dmc-cpu", "sac-gymnax"):
-        from diffrl.presets import PRESETS
+        from diffrl.config.presets import PRESETS
 
         values = PRESETS[preset]
         assert values["offpolicy.target_networks"] is True and values["offpolicy.target_tau"] == 0.005
@@ -292,7 +292,7 @@ def test_dime_off_learns_its_step_size_from_dimes_init():
     """dime-off learns the chain's base step dt from 0.1 as DIME's code does (one scalar, softplus-
     parameterised): the actor step's gradient reaches it; the fixed step stays an option."""
     for preset in ("dime-off-dmc", "dime-off-dmc-cpu", "dime-off-gymnax"):
-        from diffrl.presets import PRESETS
+        from diffrl.config.presets import PRESETS
 
         assert PRESETS[preset]["diffusion.learn_dt"] is True and PRESETS[preset]["diffusion.dt_init"] == 0.1
     cfg = _config("dime-off")

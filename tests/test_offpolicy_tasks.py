@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from diffrl.core.trainer import Trainer
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 from multiseed import long_only
 
 PAIRS = [("amdp-off", "dmc/dog-run")]

@@ -1,11 +1,11 @@
-"""KEY=VALUE overrides and presets: one typed setter (diffrl.overrides.set_field)."""
+"""KEY=VALUE overrides and presets: one typed setter (diffrl.config.overrides.set_field)."""
 import dataclasses
 
 import pytest
 
 from diffrl.config import ConfigError, TrainConfig
-from diffrl.overrides import coerce, set_field, split_override
-from diffrl.presets import PRESETS, apply_preset, resolve
+from diffrl.config.overrides import coerce, set_field, split_override
+from diffrl.config.presets import PRESETS, apply_preset, resolve
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_the_old_entropy_target_flag_is_refused_with_the_new_convention(capsys):
 
 def test_a_stored_old_entropy_target_loads_negated():
     from diffrl.algos.reppo_config import REPPOConfig
-    from diffrl.records import config_from_json
+    from diffrl.plumbing.records import config_from_json
 
     with pytest.warns(UserWarning, match="target_entropy_mult -> entropy_target_mult \\(negated\\)"):
         config = config_from_json(REPPOConfig, {"target_entropy_mult": -0.5, "kl_bound": 0.2})

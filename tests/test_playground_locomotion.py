@@ -15,7 +15,7 @@ from diffrl.envs.menagerie import (ASSET_PACKAGE_ROBOTS, ENV_VAR, ROBOT_OF_TASK,
                                    asset_package_menagerie, candidate_sources, find_menagerie,
                                    use_menagerie_for)
 from diffrl.envs.playground import LOCOMOTION_ENVS, PRIVILEGED_OBS_ENVS, PlaygroundEnv
-from diffrl.presets import HUMANOID_TASKS
+from diffrl.config.presets import HUMANOID_TASKS
 from multiseed import long_only
 from test_env_adapters import check_batch, run_wrapped
 

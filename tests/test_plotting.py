@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from diffrl.plotting import bootstrap_mean_ci, plot_run, plot_runs, read_metrics, run_curve
+from diffrl.artefacts.plotting import bootstrap_mean_ci, plot_run, plot_runs, read_metrics, run_curve
 
 
 def fake_run(path, algo, env, seed_offset, num_seeds=3, chunks=6, steps_per_chunk=1000, torn=False):

@@ -8,7 +8,7 @@ import pytest
 
 from diffrl.algos.preset import Preset, PresetError, catalogue, chain, evidence_anchor, resolve_values, walk
 from diffrl.cli import main
-from diffrl.presets import DEFAULTS, PRESETS, RECORDS, default_preset, sources
+from diffrl.config.presets import DEFAULTS, PRESETS, RECORDS, default_preset, sources
 
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "docs" / "learning-evidence.md"

@@ -1,4 +1,4 @@
-"""diffrl.program_cache: a traced program kept on disk is read back instead of traced, computes the
+"""diffrl.plumbing.program_cache: a traced program kept on disk is read back instead of traced, computes the
 same bits as the function jitted directly, and is never used for another configuration."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import optax
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from diffrl.program_cache import compiled_program, program_identity
+from diffrl.plumbing.program_cache import compiled_program, program_identity
 
 IDENTITY = {"config": {"lr": 1e-3}, "source": "abc"}
 
@@ -111,7 +111,7 @@ def test_an_unreadable_entry_is_traced_anew_and_replaced(tmp_path, damage):
 
 def test_shardings_and_donation_are_honoured(tmp_path):
     step, state, batch, _ = _problem()
-    from diffrl.sharding import make_mesh
+    from diffrl.plumbing.sharding import make_mesh
 
     mesh = make_mesh(1)
     replicated = NamedSharding(mesh, P())
@@ -142,8 +142,8 @@ def test_only_diffrls_own_code_gets_an_identity():
 SHARDED = """
 import sys, jax, jax.numpy as jnp, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-from diffrl.program_cache import compiled_program
-from diffrl.sharding import make_mesh
+from diffrl.plumbing.program_cache import compiled_program
+from diffrl.plumbing.sharding import make_mesh
 mesh = make_mesh(2)
 split, rep = NamedSharding(mesh, P("batch")), NamedSharding(mesh, P())
 x = jax.device_put(jnp.arange(8.0).reshape(4, 2), split)
@@ -194,7 +194,7 @@ class _WithConstants:
 
 def test_a_static_node_that_prints_its_address_is_found_again(tmp_path):
     # two equal constants objects at two addresses (as in two processes): one entry; other values: another
-    from diffrl.program_cache import _key
+    from diffrl.plumbing.program_cache import _key
 
     def key(values):
         tree = _WithConstants(jnp.ones(3), _Constants(values))

@@ -16,7 +16,7 @@ def test_without_a_checkout_it_says_how_to_get_one_and_measures_nothing(tmp_path
 
 def test_the_reference_configuration_is_the_shared_one():
     """The reference's fields that set the cost match diffrl's reppo-dmc-cpu preset."""
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     ref = reference_reppo.reference_config(204_800, 32, 32, -0.5)
     ours = resolve("reppo", "playground/CartpoleSwingup", None)
@@ -44,7 +44,7 @@ def test_table_gives_each_repeat_and_the_mean_ratio():
 
 def test_the_reference_preset_takes_the_official_update_hyperparameters():
     """reppo-dmc-cpu-reference = reppo-dmc-cpu with the reference's step sizes and KL multiplier."""
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     ref = reference_reppo.reference_config(491_520, 32, 32, -0.5)
     ours = resolve("reppo", "playground/CartpoleBalance", "reppo-dmc-cpu-reference").reppo

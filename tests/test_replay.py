@@ -1,4 +1,4 @@
-"""The replay buffer (diffrl.replay) against a plain-Python ring per environment."""
+"""The replay buffer (diffrl.maths.replay) against a plain-Python ring per environment."""
 import collections
 
 import jax
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffrl.replay import add, init_buffer, sample, slots_for
+from diffrl.maths.replay import add, init_buffer, sample, slots_for
 
 
 def _rollout(start, steps, envs):

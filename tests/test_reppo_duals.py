@@ -13,7 +13,7 @@ import pytest
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.core.loop import make_train
 from diffrl.core.trainer import seed_keys
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 
 
 def beta_after_training(kl_min: float):

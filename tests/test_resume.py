@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from diffrl.checkpoint import latest_valid_checkpoint
+from diffrl.plumbing.checkpoint import latest_valid_checkpoint
 from diffrl.core.run_dir import resume_config
 from diffrl.core.trainer import Trainer
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 
 DROP = ("walltime", "train/sps", "train/time_s")
 

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffrl.returns import gae, soft_lambda_returns, soft_rewards
+from diffrl.maths.returns import gae, soft_lambda_returns, soft_rewards
 
 GAMMA, LAM = 0.97, 0.9
 

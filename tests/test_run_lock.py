@@ -18,7 +18,7 @@ import pytest
 
 from diffrl.core.run_lock import LOCK_NAME, RunDirLock, RunDirLocked
 from diffrl.core.trainer import Trainer
-from diffrl.presets import resolve
+from diffrl.config.presets import resolve
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 

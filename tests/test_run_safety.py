@@ -85,7 +85,7 @@ def test_move_aside_keeps_the_old_run_and_starts_afresh(run):
 
 
 def test_pruning_never_touches_another_runs_checkpoints(tmp_path):
-    from diffrl.checkpoint import latest_valid_checkpoint, save_checkpoint, step_dirs
+    from diffrl.plumbing.checkpoint import latest_valid_checkpoint, save_checkpoint, step_dirs
 
     state = {"w": np.arange(4.0)}
     for step in (100, 200):  # a foreign run's checkpoints, with higher step numbers
@@ -202,7 +202,7 @@ def test_commands_answer_a_wrong_directory_in_one_line(tmp_path, capsys, command
 
 
 def test_commands_answer_unusable_checkpoints_in_one_line(run, capsys):
-    from diffrl.checkpoint import step_dirs
+    from diffrl.plumbing.checkpoint import step_dirs
 
     best = run / "checkpoints" / str(json.loads((run / "checkpoints" / "best.json").read_text())["step"])
     corrupt(best)
@@ -220,7 +220,7 @@ def test_commands_answer_unusable_checkpoints_in_one_line(run, capsys):
 @pytest.mark.parametrize("video, message", [("clip.avi", "unsupported format '.avi'; use .gif"),
                                             ("clip.gif", "gymnax/Pendulum-v1 has no renderer")])
 def test_eval_video_is_checked_before_evaluating(run, monkeypatch, capsys, video, message):
-    import diffrl.commands
+    import diffrl.commands.trained_run
 
-    monkeypatch.setattr(diffrl.commands, "load_trained", lambda *a, **k: pytest.fail("evaluated"))
+    monkeypatch.setattr(diffrl.commands.trained_run, "load_trained", lambda *a, **k: pytest.fail("evaluated"))
     one_line_refusal(capsys, ["eval", str(run), "--video", str(run / video)], message)

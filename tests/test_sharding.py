@@ -1,4 +1,4 @@
-"""Sharded training (diffrl.sharding): 2 devices give the 1-device result, the batch is split.
+"""Sharded training (diffrl.plumbing.sharding): 2 devices give the 1-device result, the batch is split.
 
 Multi-device runs need virtual CPU devices, which must be configured before JAX starts,
 so they run in subprocesses (the pytest process keeps its single device). The oracle is
@@ -34,7 +34,7 @@ RUN = textwrap.dedent("""
     from diffrl.policies.diffusion import DiffusionPolicyConfig
     from diffrl.core.build import build
     from diffrl.core.loop import make_components, state_shardings
-    from diffrl.sharding import make_mesh
+    from diffrl.plumbing.sharding import make_mesh
 
     def config(algo, devices):
         from diffrl.algos import without_unused_settings

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from diffrl.checkpoint import step_dirs, verify_checkpoint
+from diffrl.plumbing.checkpoint import step_dirs, verify_checkpoint
 
 LONG = ["--algo", "ppo", "--env", "gymnax/Pendulum-v1", "--total-env-steps", str(4000 * 512), "--num-envs", "16",
         "--num-steps", "32", "--num-evals", "4000", "--eval-envs", "4", "--ppo.num-minibatches", "4",

@@ -9,7 +9,7 @@ from diffrl.algos.base import Rollout
 from diffrl.algos.soft_critic import soft_targets
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.critics.categorical import CategoricalCritic, CriticConfig
-from diffrl.returns import soft_lambda_returns, soft_rewards
+from diffrl.maths.returns import soft_lambda_returns, soft_rewards
 
 T, B, OBS, ACT = 5, 3, 4, 2
 GAMMA, LAM, ALPHA = 0.9, 0.8, 0.3

@@ -8,7 +8,7 @@ import pytest
 
 from diffrl.algos import ALGORITHM_SECTIONS, ALGORITHMS
 from diffrl.algos.ppo import ppo_policy_loss, spo_policy_loss
-from diffrl.presets import PRESETS, resolve
+from diffrl.config.presets import PRESETS, resolve
 
 jax.config.update("jax_platforms", "cpu")
 

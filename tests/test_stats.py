@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from diffrl.stats import (bootstrap_ci, iqm, mean_ci_along_last_axis, normalize,
+from diffrl.maths.stats import (bootstrap_ci, iqm, mean_ci_along_last_axis, normalize,
                           stratified_bootstrap_ci)
 
 
@@ -106,12 +106,12 @@ def test_curve_band_is_the_mean_over_runs_with_an_interval_around_it():
 
 
 def test_one_curve_alignment_and_band_for_plot_and_aggregate():
-    """diffrl plot and benchmarks/aggregate.py share diffrl.stats.align_curves and
+    """diffrl plot and benchmarks/aggregate.py share diffrl.maths.stats.align_curves and
     mean_ci_along_last_axis: the same curves give the same grid and band."""
     import aggregate
 
-    from diffrl import plotting
-    from diffrl.stats import CURVE_GRID_POINTS, align_curves, mean_ci_along_last_axis
+    from diffrl.artefacts import plotting
+    from diffrl.maths.stats import CURVE_GRID_POINTS, align_curves, mean_ci_along_last_axis
 
     assert aggregate.GRID_POINTS == plotting.GRID_POINTS == CURVE_GRID_POINTS
     curves = [(np.array([0.0, 1.0, 2.0]), np.array([[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]])),

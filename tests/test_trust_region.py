@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffrl.trust_region import (
+from diffrl.maths.trust_region import (
     actor_loss_per_state,
     default_target_entropy,
     kl_multiplier_loss,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from diffrl.video import (
+from diffrl.artefacts.video import (
     NoRendererError,
     _render_in_child,
     render_rollout,

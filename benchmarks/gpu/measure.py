@@ -4,7 +4,7 @@ A GPU (one H200) is lent to this project now and then for 15 minutes in all, sta
 issue 17), so one prepared run (``benchmarks/gpu/run.sh``, which calls this) measures what the 2-core CPU
 machines cannot, within about 8 minutes, and keeps what it measured when it is cut short. In priority order:
 
-a. ``cost``: ``diffrl bench cost``'s measurement (:mod:`diffrl.bench_cost`, reused as is) at paper scale:
+a. ``cost``: ``diffrl bench cost``'s measurement (:mod:`diffrl.commands.bench_cost`, reused as is) at paper scale:
    Playground CartpoleSwingup, the ``*-dmc-small`` presets (1024 envs x 32 steps), N = 16 and 128, REPPO,
    TruDi, AMDP and the backprop baseline, with the device allocator's peak memory. Each N is its own
    ``bench_cost.run``; a later N runs only the contenders whose time, projected from the previous N, fits
@@ -112,7 +112,7 @@ def log(clock: Clock, msg: str) -> None:
 
 
 def request(plan: Plan, num_envs: int | None = None, algos=ALGOS, steps=(16,)):
-    from diffrl.bench_cost import CostRequest, parse_algos
+    from diffrl.commands.bench_cost import CostRequest, parse_algos
 
     return CostRequest(env=plan.env, algos=parse_algos(",".join(algos)), diffusion_steps=tuple(steps),
                        num_envs=num_envs or plan.num_envs, num_steps=plan.num_steps, preset=plan.preset,
@@ -123,8 +123,8 @@ def request(plan: Plan, num_envs: int | None = None, algos=ALGOS, steps=(16,)):
 def config_for(plan: Plan, algo: str, n: int | None, num_envs: int | None = None):
     """The contender's resolved config exactly as bench cost builds it (one iteration long);
     ``n`` None on a diffusion algorithm keeps its preset's number of steps."""
-    from diffrl.bench_cost import contender_config, steps_section
-    from diffrl.presets import resolve
+    from diffrl.commands.bench_cost import contender_config, steps_section
+    from diffrl.config.presets import resolve
 
     section = steps_section(algo)
     if section and n is None:
@@ -173,7 +173,7 @@ def pick_contenders(rows: dict, n_prev: int, n: int, left_s: float, plan: Plan) 
 
 def merge_cost(records: list[dict]) -> dict:
     """One bench cost record out of one record per N (results, configs, skips; ratios recomputed)."""
-    from diffrl.bench_cost_report import with_summaries
+    from diffrl.commands.bench_cost_report import with_summaries
 
     merged = {**records[0], "results": [], "skipped_groups": [], "configs": {}}
     for r in records:
@@ -187,10 +187,10 @@ def merge_cost(records: list[dict]) -> dict:
 
 
 def part_cost(plan: Plan, clock: Clock, out: Path, part: dict, save) -> None:
-    from diffrl import bench_cost
-    from diffrl.bench_cost_report import groups, markdown
+    from diffrl.commands import bench_cost
+    from diffrl.commands.bench_cost_report import groups, markdown
 
-    from diffrl.records import atomic_write_json
+    from diffrl.plumbing.records import atomic_write_json
 
     records: list[dict] = []
     part.update(groups=[], skipped=[], device_peak_bytes_after_group={})
@@ -239,8 +239,8 @@ def sps_projected_s(row: dict | None, scale: float, plan: Plan) -> float | None:
 def part_sps(plan: Plan, clock: Clock, part: dict, save, cost: dict | None) -> None:
     import sps
 
-    from diffrl.bench_cost import steps_section
-    from diffrl.bench_cost_report import groups
+    from diffrl.commands.bench_cost import steps_section
+    from diffrl.commands.bench_cost_report import groups
 
     by_n = groups(cost["record"]) if cost and cost.get("record") else {}
     measured = by_n.get(plan.sps_diffusion_steps, {})
@@ -298,7 +298,7 @@ def speed_estimate(plan: Plan, algo: str, sps_part: dict | None) -> float | None
 
 
 def part_learn(plan: Plan, clock: Clock, part: dict, save, sps_part: dict | None, work: Path, out: Path) -> None:
-    from diffrl.records import config_to_json
+    from diffrl.plumbing.records import config_to_json
     from diffrl.core.trainer import Trainer
 
     part.update(runs=[], skipped=[], reference={"reppo_return": PAPER["reppo_return"],
@@ -370,7 +370,7 @@ def preflight(clock: Clock) -> dict:
 
 # -- record and report -----------------------------------------------------------------------------
 def _error(e: BaseException) -> str:
-    from diffrl.bench_cost import _error_text
+    from diffrl.commands.bench_cost import _error_text
 
     return _error_text(e)
 
@@ -380,7 +380,7 @@ def _f(x, spec: str, missing: str = "-") -> str:
 
 
 def markdown(record: dict) -> str:
-    from diffrl.bench_cost_report import LABELS
+    from diffrl.commands.bench_cost_report import LABELS
 
     m, parts = record["machine"], record["parts"]
     lines = [f"# diffrl on {m.get('device_kind')} ({m.get('jax_backend')}): {record['plan']['env']}", "",
@@ -464,8 +464,8 @@ def main(argv=None) -> int:
             os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
     import jax
 
-    from diffrl.bench_cost import machine
-    from diffrl.records import atomic_write_json, git_commit, library_versions
+    from diffrl.commands.bench_cost import machine
+    from diffrl.plumbing.records import atomic_write_json, git_commit, library_versions
 
     jax.config.update("jax_compilation_cache_dir", args.jax_cache)
     plan = DRY_RUN if args.dry_run else PAPER_SCALE

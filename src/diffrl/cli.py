@@ -43,7 +43,7 @@ def _preparse(argv: list[str]) -> tuple[str, str, str | None]:
 def _typed_fields(argv: list[str]) -> dict[str, str]:
     """{dotted field name: flag as typed} of every ``--section.field`` flag on the command line
     (``--section.no-field``, tyro's negated boolean, names ``section.field``)."""
-    from diffrl.overrides import normalise_name
+    from diffrl.config.overrides import normalise_name
 
     typed = {}
     for arg in argv:
@@ -93,7 +93,7 @@ def integer_literals(argv: list[str]) -> list[str]:
     and tyro's int parser refuses it. Values that are not whole numbers are left for the parser
     to refuse."""
     from diffrl.config import ConfigError
-    from diffrl.overrides import field_type
+    from diffrl.config.overrides import field_type
 
     out, template = list(argv), _template(argv)
     for i, arg in enumerate(out):
@@ -127,7 +127,7 @@ def flag_values(argv: list[str]) -> list[str]:
     boolean field, ``--adjoint.hidden 512,512`` -> ``--adjoint.hidden 512 512`` for a tuple
     field, and whole-number float literals for integer fields (:func:`integer_literals`)."""
     from diffrl.config import ConfigError
-    from diffrl.overrides import field_type
+    from diffrl.config.overrides import field_type
 
     template, out, i = _template(argv), [], 0
     while i < len(argv):
@@ -168,9 +168,9 @@ def _unknown_algo(algo: str) -> str | None:
 
 def cmd_train(argv: list[str]) -> int:
     from diffrl.config import ConfigError, TrainConfig
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
-    from diffrl.overrides import RENAMED_FIELDS, normalise_name
+    from diffrl.config.overrides import RENAMED_FIELDS, normalise_name
 
     for arg in argv:
         name = normalise_name(arg.lstrip("-").split("=", 1)[0]) if arg.startswith("--") else None
@@ -239,7 +239,7 @@ def _train_resume(argv: list[str]) -> int:
     """``diffrl train --resume RUN_DIR [--total-env-steps N] [other fields]``."""
     from diffrl.core.run_dir import resume_config
 
-    from diffrl.export import ExportError
+    from diffrl.artefacts.export import ExportError
 
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--resume", required=True)
@@ -399,7 +399,7 @@ def write_failure(error: OSError, run_dir) -> str:
     import errno
     import warnings
 
-    from diffrl.checkpoint import latest_valid_checkpoint
+    from diffrl.plumbing.checkpoint import latest_valid_checkpoint
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -423,7 +423,7 @@ def _move_aside(out: str) -> None:
 
 def cmd_envs(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="diffrl envs", description="List environments with their sizes (from a cache "
-                                "that --build fills; see diffrl.env_listing).")
+                                "that --build fills; see diffrl.commands.env_listing).")
     p.add_argument("--names-only", action="store_true", help="print names only")
     p.add_argument("--build", action="store_true", help="build every listed simulator to read (and cache) its "
                    "sizes, with a progress bar: minutes for all of them")
@@ -435,7 +435,7 @@ def cmd_envs(argv: list[str]) -> int:
     if args.names_only:
         print("\n".join(names))
         return 0
-    from diffrl.env_listing import list_envs
+    from diffrl.commands.env_listing import list_envs
 
     return list_envs(names, build=args.build)
 
@@ -463,7 +463,7 @@ def cmd_presets(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.env is not None and args.show is None:
         p.error("--env goes with --show")
-    from diffrl import presets
+    from diffrl.config import presets
     from diffrl.algos import registry
     from diffrl.algos.preset import EVERY_OTHER_FAMILY
     from diffrl.config import ConfigError
@@ -568,12 +568,12 @@ def cmd_bench(argv: list[str]) -> int:
         print(f"diffrl bench: unknown subcommand {argv[0]!r}", file=sys.stderr)
         print(BENCH_USAGE, file=sys.stderr)
         return 2
-    from diffrl.bench_cost import main as bench_cost
+    from diffrl.commands.bench_cost import main as bench_cost
 
     return bench_cost(argv[1:])
 
 
-def _lazy(name: str, module: str = "diffrl.commands"):
+def _lazy(name: str, module: str = "diffrl.commands.trained_run"):
     """A command that imports its (heavy) module only when run."""
     def run(argv: list[str]) -> int:
         import importlib
@@ -584,7 +584,7 @@ def _lazy(name: str, module: str = "diffrl.commands"):
 
 
 COMMANDS = {"train": cmd_train, "eval": _lazy("cmd_eval"), "export": _lazy("cmd_export"),
-            "plot": _lazy("cmd_plot"), "actions": _lazy("cmd_actions", "diffrl.action_plot"), "bench": cmd_bench, "envs": cmd_envs,
+            "plot": _lazy("cmd_plot"), "actions": _lazy("cmd_actions", "diffrl.artefacts.action_plot"), "bench": cmd_bench, "envs": cmd_envs,
             "presets": cmd_presets}
 
 
@@ -682,12 +682,12 @@ def _main(argv: list[str] | None) -> int:
     os.environ.setdefault("MUJOCO_GL", "egl")
     argv = use_compile_cache(argv)
     if argv and argv[0] == "eval" and "--video" in argv:
-        import diffrl.video  # noqa: F401  (must pick the GL backend before mujoco is imported)
+        import diffrl.artefacts.video  # noqa: F401  (must pick the GL backend before mujoco is imported)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
-    from diffrl.records import set_command
+    from diffrl.plumbing.records import set_command
 
     set_command(["diffrl", *argv])  # what run records store as the command
     if command not in COMMANDS:

@@ -1,6 +1,6 @@
 """Minibatch epochs over a flattened rollout: the SGD driver shared by all algorithms.
 
-Under a device mesh (``diffrl.sharding``) the data is replicated once (one
+Under a device mesh (``diffrl.plumbing.sharding``) the data is replicated once (one
 all-gather of the rollout per update) and every minibatch, gathered with the global
 permutation, is split over the devices: the permutation does not depend on the device
 count, so results match one device, and each device computes its share of every
@@ -13,7 +13,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from diffrl.sharding import replicate, shard_env_axis
+from diffrl.plumbing.sharding import replicate, shard_env_axis
 
 
 def flatten_time_batch(tree: Any) -> Any:

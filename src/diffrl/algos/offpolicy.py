@@ -2,7 +2,7 @@
 
 The training core is the on-policy one (``diffrl.core.loop``): an iteration collects
 num_envs x num_steps transitions with the current policy and hands them to ``update``. Here
-``update`` writes them into the replay buffer held in the algorithm state (``diffrl.replay``:
+``update`` writes them into the replay buffer held in the algorithm state (``diffrl.maths.replay``:
 checkpointed, vmapped and sharded with the rest) and then takes ``utd x num_envs x num_steps``
 gradient steps on minibatches drawn uniformly from it, once the buffer holds
 ``learning_starts`` transitions. Per step (CrossQ, Bhatt et al. 2024; DIME, Celik et al. 2025,
@@ -72,8 +72,8 @@ from diffrl.algos.soft_critic import SoftActorCritic
 from diffrl.critics.crossq import CrossQCritic, atoms, categorical_projection, joint_forward
 from diffrl.envs.base import EnvSpec
 from diffrl.policies import AdjointMatchingPolicy, PathwisePolicy, require
-from diffrl.replay import ReplayBuffer, add, init_buffer, sample, slots_for
-from diffrl.trust_region import temperature_loss
+from diffrl.maths.replay import ReplayBuffer, add, init_buffer, sample, slots_for
+from diffrl.maths.trust_region import temperature_loss
 
 
 @struct.dataclass

@@ -1,4 +1,4 @@
-"""Presets of the off-policy family (sac, dime-off, amdp-off), registered in ``diffrl.presets``.
+"""Presets of the off-policy family (sac, dime-off, amdp-off), registered in ``diffrl.config.presets``.
 
 Paper scale (``*-dmc``): DIME's off-policy recipe (Celik et al. 2025, arXiv 2502.02316,
 github.com/ALRhub/DIME ``configs/``): 1M env steps per task (DIME's dm_control budget; its

@@ -5,7 +5,7 @@ Losses (per minibatch, advantages A optionally standardised):
   L_V  = 0.5 mean((V(s) - R)^2)  (or the clipped variant around V_old),
   L    = L_pi + vf_coef L_V - ent_coef H.
 GAE bootstraps from the value of the TRUE next observation, so a time-out (truncation)
-is not mistaken for a terminal state (``diffrl.returns.gae``).
+is not mistaken for a terminal state (``diffrl.maths.returns.gae``).
 
 SPO (Simple Policy Optimization, Xie et al., ICML 2025, arXiv 2401.16025) is the same loop with
 the clipping replaced by a quadratic penalty that keeps the ratio near the trust region
@@ -34,7 +34,7 @@ SPO's penalty adds |A| rho (rho - 1) / eps, and the clamp bounds rho itself.
 
 Deviations from the papers and their reference code (each a choice made here, with its reason):
 * PPO: advantages standardised per minibatch (the common implementation choice; the paper leaves
-  it open); a global gradient-norm clip; GAE bootstraps through time-outs (``diffrl.returns``).
+  it open); a global gradient-norm clip; GAE bootstraps through time-outs (``diffrl.maths.returns``).
 * SPO: the paper's hyperparameters are PPO's, and so are the presets' (eps = the clip range).
 * FPO: the shared PPO loop (its code's own loop is brax-PPO's, the same structure); a global
   gradient-norm clip (FPO's code clips nothing); each log ratio clamped to [-20, 20] in the presets
@@ -80,7 +80,7 @@ from diffrl.algos.spec import AlgorithmSpec
 from diffrl.envs.base import EnvSpec
 from diffrl.nets.mlp import MLP
 from diffrl.policies import RatioPolicy, require
-from diffrl.returns import gae
+from diffrl.maths.returns import gae
 
 
 @struct.dataclass

@@ -9,7 +9,7 @@ A preset is a set of tuned values of :class:`~diffrl.config.TrainConfig` fields,
   source names a paper and its table or appendix (by arXiv id), a public reference repository and its
   config file, or a measurement on CPU written up in docs/learning-evidence.md under a heading named
   after the preset (:func:`measured`). A name appears in at most one group of a preset.
-* ``default_for``: the environment families (``diffrl.presets.family``) ``diffrl train`` picks it for
+* ``default_for``: the environment families (``diffrl.config.presets.family``) ``diffrl train`` picks it for
   when no ``--preset`` is given; ``"*"`` is every family no other preset of its algorithm claims.
 
 Resolution walks the chain from its root (:func:`walk`): each preset takes the values its base resolves
@@ -19,7 +19,7 @@ on top. Which settings an algorithm reads is its registration's (:class:`~diffrl
 ``sections`` less ``unused_settings``), passed in as ``inherits``.
 
 The families declare their presets beside their code (``algos/ppo_presets.py``, ``reppo_presets.py``,
-``trudi_presets.py``, ``amdp_presets.py``, ``offpolicy_presets.py``); :mod:`diffrl.presets` collects
+``trudi_presets.py``, ``amdp_presets.py``, ``offpolicy_presets.py``); :mod:`diffrl.config.presets` collects
 them. Like ``spec.py``, this module imports nothing from diffrl.
 """
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Preset:
     settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """source -> {dotted field name: value}: its own values, each group under the source it comes from."""
     default_for: tuple[str, ...] = ()
-    """Environment families it is the default preset for (``diffrl.presets.family``; ``"*"``: every
+    """Environment families it is the default preset for (``diffrl.config.presets.family``; ``"*"``: every
     family no other preset of its algorithm claims)."""
 
     def __post_init__(self):

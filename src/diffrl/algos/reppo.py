@@ -31,7 +31,7 @@ from diffrl.algos.soft_critic import (SoftActorCritic, critic_batch, critic_opti
 from diffrl.critics.categorical import CategoricalCritic
 from diffrl.envs.base import EnvSpec
 from diffrl.policies import PathwisePolicy, require
-from diffrl.trust_region import actor_loss_per_state, kl_multiplier_loss, temperature_loss
+from diffrl.maths.trust_region import actor_loss_per_state, kl_multiplier_loss, temperature_loss
 
 
 @struct.dataclass

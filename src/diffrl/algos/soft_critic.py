@@ -21,7 +21,7 @@ import optax
 
 from diffrl.algos.base import Rollout
 from diffrl.critics.categorical import CategoricalCritic, CriticConfig, critic_loss
-from diffrl.returns import soft_lambda_returns, soft_rewards
+from diffrl.maths.returns import soft_lambda_returns, soft_rewards
 
 
 def soft_targets(
@@ -143,7 +143,7 @@ class SoftActorCritic:
     with another critic overrides it (``diffrl.algos.offpolicy``).
     """
 
-    # The export format holds a CategoricalCritic (diffrl.export_critic): an export of such a run
+    # The export format holds a CategoricalCritic (diffrl.artefacts.export_critic): an export of such a run
     # carries its critic, so that the deployed policy offers best-of-K too.
     exports_critic = True
 

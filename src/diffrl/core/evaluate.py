@@ -18,7 +18,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from diffrl.normalization import normalise_obs
+from diffrl.maths.normalization import normalise_obs
 
 
 def wrap_for_eval(env, episode_length: int):

@@ -30,7 +30,7 @@ from jax.sharding import Mesh
 
 from diffrl.core.loop import TrainState, finish_iteration, make_transition, state_shardings
 from diffrl.core.stepping import Started, replicated
-from diffrl.normalization import init_stats, normalise_obs, update_stats
+from diffrl.maths.normalization import init_stats, normalise_obs, update_stats
 
 
 def host_seed(key: jax.Array) -> int:

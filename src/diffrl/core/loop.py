@@ -6,7 +6,7 @@ update. A *chunk* is ``iterations_per_chunk`` iterations in one ``lax.scan``: th
 unit the host loop (``diffrl.core.trainer``) compiles once and calls repeatedly.
 Everything here is pure, so ``train`` can be jitted and vmapped over seeds.
 
-Sharding (``diffrl.sharding``): traced under a device mesh, every per-env array
+Sharding (``diffrl.plumbing.sharding``): traced under a device mesh, every per-env array
 (env state, rollout) is constrained to be split along its env axis over the mesh and
 everything else is left replicated; outside a mesh the constraints are no-ops.
 :func:`state_shardings` says the same of a whole train state, for ``jit``'s in/out shardings.
@@ -24,9 +24,9 @@ from jax.sharding import PartitionSpec as P
 
 from diffrl.algos.base import Algorithm, Rollout
 from diffrl.envs.base import EnvSpec, EnvState
-from diffrl.normalization import RunningStats, init_stats, normalise_obs, update_stats
-from diffrl.replay import ReplayBuffer
-from diffrl.sharding import BATCH_AXIS, shard_env_axis
+from diffrl.maths.normalization import RunningStats, init_stats, normalise_obs, update_stats
+from diffrl.maths.replay import ReplayBuffer
+from diffrl.plumbing.sharding import BATCH_AXIS, shard_env_axis
 
 
 @struct.dataclass
@@ -57,7 +57,7 @@ class Components:
 def state_shardings(state_shape: Any, mesh: Mesh, seed_axis: bool) -> Any:
     """Shardings of a TrainState (or its ``jax.eval_shape``): the env state split along its
     env axis (after the leading seed axis when ``seed_axis``), and so are the stored transitions of
-    any replay buffer in the algorithm state (``diffrl.replay``: (capacity, B, ...), each device
+    any replay buffer in the algorithm state (``diffrl.maths.replay``: (capacity, B, ...), each device
     keeps its own environments' experience); everything else replicated."""
     replicated = NamedSharding(mesh, P())
     lead = [None] if seed_axis else []

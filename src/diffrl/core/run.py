@@ -73,7 +73,7 @@ def build_run(config: TrainConfig, eval_env=None) -> Run:
         from diffrl.core.loop import make_components
         from diffrl.core.stepping import JaxStepper
 
-        from diffrl.program_cache import program_identity
+        from diffrl.plumbing.program_cache import program_identity
 
         stepper = JaxStepper(make_components(config, env, algo), make_evaluate(config, eval_env, algo),
                              identity=program_identity(config))
@@ -84,9 +84,9 @@ def restore_run(config: TrainConfig, path: str | Path) -> tuple[Run, Any, dict]:
     """(run, restored train state, metadata) of the checkpoint ``path`` of a run trained with
     ``config``; every leaf of the state has a seeds axis. Starts no simulator.
 
-    Raises :class:`~diffrl.checkpoint.CheckpointError` for a checkpoint of another algorithm,
+    Raises :class:`~diffrl.plumbing.checkpoint.CheckpointError` for a checkpoint of another algorithm,
     environment or state shape."""
-    from diffrl.checkpoint import read_metadata, restore_checkpoint
+    from diffrl.plumbing.checkpoint import read_metadata, restore_checkpoint
 
     meta = read_metadata(path)
     # Built with the chunk size of the run that wrote the checkpoint, as that run was.

@@ -1,7 +1,7 @@
 """Run directories: where a run is written, refusing to start inside another, and its config read back.
 
 What a run directory holds (``config.json``'s run record and the codecs it is written with) is
-:mod:`diffrl.records`, a ground-floor module; this one knows ``TrainConfig`` and the algorithms,
+:mod:`diffrl.plumbing.records`, a ground-floor module; this one knows ``TrainConfig`` and the algorithms,
 so it is the one that turns a stored record back into the config a run trains with.
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 # bench_cost.py (changed elsewhere at the moment) still imports these from here; they are
-# diffrl.records' own, re-exported until it imports them from there.
-from diffrl.records import atomic_write_json, git_commit, library_versions  # noqa: F401
-from diffrl.records import config_to_json as config_to_dict  # noqa: F401
+# diffrl.plumbing.records' own, re-exported until it imports them from there.
+from diffrl.plumbing.records import atomic_write_json, git_commit, library_versions  # noqa: F401
+from diffrl.plumbing.records import config_to_json as config_to_dict  # noqa: F401
 
 
 def default_run_dir(env: str, algo: str, root: str = "runs") -> Path:
@@ -78,7 +78,7 @@ def load_run_config(run_dir: str | Path):
     """
     from diffrl.algos.registry import without_unused_settings
     from diffrl.config import RENAMED_EVAL_SAMPLERS, TrainConfig, config_type
-    from diffrl.records import config_from_json
+    from diffrl.plumbing.records import config_from_json
 
     path = Path(run_dir) / "config.json"
     if not path.exists():

@@ -65,7 +65,7 @@ class Stepper(Protocol):
 class JaxStepper:
     """A JAX environment: the chunk and the evaluation are compiled programs over every seed.
 
-    Each program goes through ``diffrl.program_cache``: with ``identity`` (the run's, from
+    Each program goes through ``diffrl.plumbing.program_cache``: with ``identity`` (the run's, from
     ``program_identity``) a second start of the same configuration reads the traced programs back
     instead of tracing them, and JAX's compilation cache holds their executables."""
 
@@ -76,7 +76,7 @@ class JaxStepper:
         self._evaluations: dict[str, Callable] = {}  # per sampler, compiled on its first call
 
     def start(self, keys: jax.Array, mesh: Mesh) -> Started:
-        from diffrl.program_cache import compiled_program
+        from diffrl.plumbing.program_cache import compiled_program
 
         replicate = NamedSharding(mesh, P())
         t0 = time.perf_counter()
@@ -111,7 +111,7 @@ class JaxStepper:
     def evaluate(self, algo_state, obs_stats, critic_stats, keys: jax.Array, sampler: str) -> dict:
         args = (algo_state, obs_stats, critic_stats, keys)
         if sampler not in self._evaluations:
-            from diffrl.program_cache import compiled_program
+            from diffrl.plumbing.program_cache import compiled_program
 
             def evaluate_all(algo_state, obs_stats, critic_stats, keys):
                 return jax.vmap(lambda *a: self.evaluate_one(*a, sampler))(algo_state, obs_stats, critic_stats, keys)

@@ -6,7 +6,7 @@ comes built from ``diffrl.core.run``. All learning happens in the pure, compiled
 data to the host between chunks. Seeds are vmapped: every array in
 the train state has a leading ``num_seeds`` axis here.
 
-Everything is traced under the device mesh of ``--num-devices`` (``diffrl.sharding``):
+Everything is traced under the device mesh of ``--num-devices`` (``diffrl.plumbing.sharding``):
 the env state is split over the devices along its env axis, the rest replicated. In a
 multi-process run every process runs this loop (the compiled chunks are one global
 program); only process 0 writes the run directory.
@@ -30,8 +30,8 @@ from diffrl.core.run import Run, build_run, seed_keys
 from diffrl.core.run_dir import default_run_dir, refuse_existing_run
 from diffrl.core.run_lock import RunDirLock
 from diffrl.core.stepping import replicated
-from diffrl.records import atomic_write_json, segments_summary, write_run_record
-from diffrl.sharding import (initialize_distributed, local_mesh, make_mesh, matmul_precision, to_host,
+from diffrl.plumbing.records import atomic_write_json, segments_summary, write_run_record
+from diffrl.plumbing.sharding import (initialize_distributed, local_mesh, make_mesh, matmul_precision, to_host,
                              wait_for_all_processes)
 
 
@@ -87,7 +87,7 @@ def as_os_error(error: Exception, path) -> Exception:
 def resume_progress(config: TrainConfig) -> tuple[int, int] | None:
     """(env steps the latest valid checkpoint of ``config.resume`` holds, env steps ``config``
     trains), per seed; None when the run directory has no valid checkpoint."""
-    from diffrl.checkpoint import latest_valid_checkpoint, read_metadata
+    from diffrl.plumbing.checkpoint import latest_valid_checkpoint, read_metadata
 
     path = latest_valid_checkpoint(config.resume)
     if path is None:
@@ -239,7 +239,7 @@ class Trainer:
             logger.close()
 
     def _checkpoint(self, state, chunk: int, row: dict, clock: dict) -> None:
-        from diffrl.checkpoint import save_checkpoint
+        from diffrl.plumbing.checkpoint import save_checkpoint
 
         cfg = self.config
         if jax.process_count() > 1:  # gather the sharded env state (a collective: every process)
@@ -259,7 +259,7 @@ class Trainer:
 
     def _resume_point(self) -> tuple[Path, dict]:
         """The latest valid checkpoint of the run directory and its metadata."""
-        from diffrl.checkpoint import latest_valid_checkpoint, read_metadata
+        from diffrl.plumbing.checkpoint import latest_valid_checkpoint, read_metadata
 
         path = latest_valid_checkpoint(self.run_dir)
         if path is None:
@@ -268,7 +268,7 @@ class Trainer:
 
     def _restore(self, state, path: Path, meta: dict):
         """Restore ``path`` into ``state`` -> (state, next chunk, clock)."""
-        from diffrl.checkpoint import restore_checkpoint
+        from diffrl.plumbing.checkpoint import restore_checkpoint
 
         if meta.get("chunk_iterations") != self.config.iterations_per_chunk:
             raise ValueError(f"--resume: checkpoint has {meta.get('chunk_iterations')} iterations per chunk, "
@@ -288,7 +288,7 @@ class Trainer:
         """Refuse, before anything is compiled, a resume whose settings cannot continue the
         checkpoint bit for bit: another chunk size, or a train state of other array shapes
         (network sizes, batch or buffer sizes changed on the command line)."""
-        from diffrl.checkpoint import CheckpointError, check_target
+        from diffrl.plumbing.checkpoint import CheckpointError, check_target
 
         path, meta = self._resume
         if meta.get("chunk_iterations") != self.config.iterations_per_chunk:
@@ -329,7 +329,7 @@ class Trainer:
     def _finish_here(self, state) -> dict:
         out = {}
         try:
-            from diffrl.export import export_from_train_state
+            from diffrl.artefacts.export import export_from_train_state
 
             sampler = next((s for s in self.samplers if s in self.algo.policy.samplers), None)
             export_from_train_state(self.run_dir / "policy", self.algo, state, self.config, seed=0, sampler=sampler,
@@ -338,7 +338,7 @@ class Trainer:
         except Exception as e:  # an export problem must not lose the finished run
             warnings.warn(f"policy export failed: {e}")
         try:
-            from diffrl.plotting import plot_run
+            from diffrl.artefacts.plotting import plot_run
 
             out["curve"] = str(plot_run(self.run_dir))
         except Exception as e:

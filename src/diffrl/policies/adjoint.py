@@ -3,7 +3,7 @@
 AMDP (Thilges, Celik, Blessing, Gospodinov, Neumann 2026, arXiv 2606.22630). pi(a|s) is the
 law of a = erf(k X_1) for the controlled process
 dX = sigma_t u_theta(X_t, t, s) dt + sigma_t dW, X_0 = 0 (``reference_sde``, eqs. R1-R9);
-the actor is trained by reciprocal adjoint matching (``diffrl.adjoint_matching``, A1-A6).
+the actor is trained by reciprocal adjoint matching (``diffrl.maths.adjoint_matching``, A1-A6).
 
 DECISION (parameterisation): u_theta(x, s, t) = sigma_t f_theta(x, s, t) with f_theta a
 ``ControlNet`` (continuous t in [0, 1], near-zero output at init, so the initial policy is
@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from diffrl import adjoint_matching as am
+from diffrl.maths import adjoint_matching as am
 from diffrl.nets.control import ControlNet
 from diffrl.nets.mlp import check_architecture
 from diffrl.policies.base import PathwiseSample

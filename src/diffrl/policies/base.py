@@ -13,7 +13,7 @@ Algorithms never branch on the policy's type. They require a capability:
 * :class:`PathwisePolicy` (REPPO, TruDi): a reparameterised sample with its log-density
   term (exact for a Gaussian, DIME's upper-bound estimate for a diffusion chain) and a
   per-state trust-region KL(old || new) estimate.
-* :class:`ExplicitNoisePolicy` (deployment, ``diffrl.deploy``): every evaluation sampler as a
+* :class:`ExplicitNoisePolicy` (deployment, ``diffrl.artefacts.deploy``): every evaluation sampler as a
   deterministic function of pre-drawn standard normals, so that a sampler can be exported
   (ONNX, ``jax.export``) with its noise as an input and reproduced bit for bit.
 

@@ -266,7 +266,7 @@ def probability_flow_ode_from_noise(
     sig = ref.sigma(grid)
 
     # Per-step constants enter as scanned inputs rather than indexed by a traced step number:
-    # the same numbers, and an exported graph (diffrl.deploy) without gathers in its loop.
+    # the same numbers, and an exported graph (diffrl.artefacts.deploy) without gathers in its loop.
     scale = coef * (h1_sq - var)  # denoise: x + scale_n u(x, t_n) / sigma_n
 
     def denoise(x, t, scale_n, sig_n):

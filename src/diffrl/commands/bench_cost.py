@@ -10,7 +10,7 @@ amdp-backprop at N. Each contender is the training iteration itself (``core.buil
 ``core.loop.make_components``, compiled once with the state donated as the trainer does) and,
 in its own jit, the algorithm's update alone on one fixed rollout batch. Round-robin timing lets
 machine noise hit every contender of a group alike, so ratios within a group are what to read.
-Ratios and tables: :mod:`diffrl.bench_cost_report`.
+Ratios and tables: :mod:`diffrl.commands.bench_cost_report`.
 """
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def parse_algos(text: str, setting: str = "on-policy") -> tuple[str, ...]:
 
 
 def _override(config: TrainConfig, item: str) -> TrainConfig:
-    from diffrl.overrides import set_field, split_override
+    from diffrl.config.overrides import set_field, split_override
 
     from diffrl.algos.registry import ALGORITHM_SECTIONS, CONFIG_SECTIONS
 
@@ -164,7 +164,7 @@ def _override(config: TrainConfig, item: str) -> TrainConfig:
 
 def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainConfig:
     """The resolved, validated training config of one contender (raises ConfigError)."""
-    from diffrl.presets import resolve
+    from diffrl.config.presets import resolve
 
     preset = f"{algo}-{request.preset}" if request.preset else None
     config = resolve(algo, request.env, preset)
@@ -387,11 +387,11 @@ def machine() -> dict:
 
 def run(request: CostRequest, configs: dict, command: str, on_group=None) -> dict:
     """Measure every group; ``on_group(record)`` sees the record after each (partial results)."""
-    from diffrl.bench_cost_report import with_summaries
-    from diffrl.records import config_to_json as config_to_dict, git_commit, library_versions
+    from diffrl.commands.bench_cost_report import with_summaries
+    from diffrl.plumbing.records import config_to_json as config_to_dict, git_commit, library_versions
 
     record = {
-        "schema": "diffrl.bench_cost/1", "command": command, "versions": library_versions(),
+        "schema": "diffrl.commands.bench_cost/1", "command": command, "versions": library_versions(),
         "git_commit": git_commit(), "machine": machine(), "request": dataclasses.asdict(request),
         "baseline": request.baseline,
         "batch": {"num_envs": configs[(request.baseline, None)].num_envs,
@@ -475,8 +475,8 @@ def parse_args(argv: list[str]) -> tuple[CostRequest, str | None]:
 def main(argv: list[str]) -> int:
     from pathlib import Path
 
-    from diffrl.bench_cost_report import markdown
-    from diffrl.records import atomic_write_json
+    from diffrl.commands.bench_cost_report import markdown
+    from diffrl.plumbing.records import atomic_write_json
 
     try:
         request, json_path = parse_args(argv)

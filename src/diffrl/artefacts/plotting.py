@@ -11,7 +11,7 @@ algorithm.
 Runs of a group are aligned on their x values; when the grids differ (always for
 ``walltime``) every seed's curve is linearly interpolated onto 100 points of the range
 that all of them cover (never extrapolated). Alignment and band are
-:func:`diffrl.stats.align_curves` and :func:`diffrl.stats.mean_ci_along_last_axis`, the same
+:func:`diffrl.maths.stats.align_curves` and :func:`diffrl.maths.stats.mean_ci_along_last_axis`, the same
 functions ``benchmarks/aggregate.py`` uses.
 
 Uses matplotlib's Agg backend (no display needed).
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from diffrl.stats import align_curves, mean_ci_along_last_axis
+from diffrl.maths.stats import align_curves, mean_ci_along_last_axis
 
 X_AXES = ("env_steps", "walltime")
 BOOTSTRAP_SAMPLES = 2000
@@ -96,7 +96,7 @@ def run_curve(run_dir: str | Path, x: str = "env_steps", y: str = "eval/episode_
 
 def bootstrap_mean_ci(samples: np.ndarray, level: float = 0.95, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """samples (n_points, n_seeds) -> (low, high) (n_points,) percentile-bootstrap CI of
-    the mean over seeds (:func:`diffrl.stats.mean_ci_along_last_axis`). With one seed the band
+    the mean over seeds (:func:`diffrl.maths.stats.mean_ci_along_last_axis`). With one seed the band
     collapses to the mean."""
     _, low, high = mean_ci_along_last_axis(samples, level, BOOTSTRAP_SAMPLES, seed)
     return low, high

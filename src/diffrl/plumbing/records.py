@@ -40,12 +40,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from diffrl.normalization import RunningStats
+from diffrl.maths.normalization import RunningStats
 
 
 class ExportError(RuntimeError):
     """An export directory cannot be loaded (other format, corrupt, unknown kind), or a stored config
-    names fields its class does not have. Raised by the decoders here and by :mod:`diffrl.export`,
+    names fields its class does not have. Raised by the decoders here and by :mod:`diffrl.artefacts.export`,
     which offers it under its own name."""
 
 

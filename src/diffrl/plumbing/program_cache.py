@@ -52,7 +52,7 @@ _HOST_ONLY_FIELDS = ("out", "resume", "progress", "tensorboard", "wandb", "wandb
 @lru_cache(maxsize=None)
 def source_digest() -> str:
     """sha256 over diffrl's own Python files (path and contents): any edit is a new program."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the diffrl package (this module is in plumbing/)
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode())
@@ -78,7 +78,7 @@ def program_identity(config) -> dict | None:
     diffrl cannot tell (code from outside diffrl), and then nothing is kept."""
     if not _builtin(config):
         return None
-    from diffrl.records import config_to_json, package_versions
+    from diffrl.plumbing.records import config_to_json, package_versions
 
     settings = {k: v for k, v in config_to_json(config).items() if k not in _HOST_ONLY_FIELDS}
     devices = jax.devices()

@@ -4,6 +4,9 @@ Every field has a docstring (tyro turns them into ``--help``). Algorithm- and
 policy-specific settings live in nested dataclasses (``--ppo.clip-eps``,
 ``--gaussian.hidden``...). Derived sizes are properties, and :meth:`TrainConfig.validate`
 rejects bad input with a clear message before anything is compiled.
+
+The ``config`` room also holds how a config is filled in: command-line and ``--set`` overrides
+(:mod:`diffrl.config.overrides`) and the named presets (:mod:`diffrl.config.presets`).
 """
 from __future__ import annotations
 
@@ -197,7 +200,7 @@ class TrainConfig:
 
     def _device_errors(self) -> list[str]:
         """Problems with --num-devices, --matmul-precision and the multi-host fields."""
-        from diffrl.sharding import MATMUL_PRECISIONS
+        from diffrl.plumbing.sharding import MATMUL_PRECISIONS
 
         errors = []
         if self.matmul_precision not in MATMUL_PRECISIONS:

@@ -20,14 +20,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from diffrl.normalization import normalise_obs
+from diffrl.maths.normalization import normalise_obs
 
 
 def sample_actions(run, state, samplers: list[str], num_states: int, num_samples: int,
                    warmup_steps: int, key: jax.Array, seed_index: int = 0) -> tuple[np.ndarray, dict]:
     """Actions of seed ``seed_index`` at ``num_states`` states.
 
-    ``run``: the :class:`~diffrl.core.run.Run` of the trained run (``diffrl.commands.load_trained``).
+    ``run``: the :class:`~diffrl.core.run.Run` of the trained run (``diffrl.commands.trained_run.load_trained``).
     Returns (raw observations (S, o), {sampler: actions (S, K, d)}) as NumPy arrays.
     """
     config, algo, env = run.config, run.algo, run.eval_env
@@ -89,7 +89,7 @@ def plot_action_distribution(actions: dict, out: str | Path, title: str = "", ma
     axes[0, 0].legend(fontsize=7, loc="upper left")
     if title:
         fig.suptitle(title, fontsize=10)
-    from diffrl.plotting import save_figure
+    from diffrl.artefacts.plotting import save_figure
 
     return save_figure(fig, out, dpi=110)
 
@@ -99,7 +99,7 @@ def cmd_actions(argv: list[str]) -> int:
                                 description="Plot the action distribution of a trained run at chosen states.")
     p.add_argument("run_dir")
     p.add_argument("--out", required=True, help="figure file (png, pdf, svg)")
-    from diffrl.commands import sampler_list
+    from diffrl.commands.trained_run import sampler_list
 
     p.add_argument("--sampler", action="append", default=None, type=sampler_list,
                    help="sampler(s) to draw with: repeat the flag or separate names with commas; default: every sampler of the policy")
@@ -113,7 +113,7 @@ def cmd_actions(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.states < 1 or args.samples < 1 or args.warmup_steps < 0:
         p.error("--states and --samples must be >= 1 and --warmup-steps >= 0")
-    from diffrl.commands import open_run
+    from diffrl.commands.trained_run import open_run
 
     loaded = open_run("diffrl actions", args.run_dir, args.checkpoint)
     if loaded is None:

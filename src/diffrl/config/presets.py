@@ -195,8 +195,8 @@ def close_presets(name: str) -> str:
 
 
 def _set(config: Any, dotted: str, value: Any) -> Any:
-    """A preset's setting, typed like every other override (:func:`diffrl.overrides.set_field`)."""
-    from diffrl.overrides import set_field
+    """A preset's setting, typed like every other override (:func:`diffrl.config.overrides.set_field`)."""
+    from diffrl.config.overrides import set_field
 
     return set_field(config, dotted, value, source="preset")
 

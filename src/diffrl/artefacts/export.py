@@ -10,7 +10,7 @@ Layout of an export directory::
 ``load_policy(dir)(obs, key)`` maps RAW observations ``(..., obs_size)`` to actions
 ``(..., action_size)`` in [-1, 1] (the policy's action space; rescale to the
 simulator's bounds with ``policy.json``'s ``extra`` or the env's ``RescaleAction``).
-The normaliser the policy was trained with (``diffrl.normalization.normalize``) is
+The normaliser the policy was trained with (``diffrl.maths.normalization.normalize``) is
 applied inside. Loading needs only numpy, JSON and the policy class: no environment,
 no algorithm, no training code; arrays are read with ``allow_pickle=False``.
 
@@ -25,7 +25,7 @@ registry of (module, policy class, config class) names imported lazily, so new p
 families plug in with :func:`register_policy_kind`. The parameter tree's structure is
 taken from ``jax.eval_shape(policy.init, ...)`` (nothing is computed) and every stored
 array is checked against it by path, shape and dtype. The config and array codecs (and
-:class:`ExportError`) are :mod:`diffrl.records`'s, the ones run records and checkpoints use.
+:class:`ExportError`) are :mod:`diffrl.plumbing.records`'s, the ones run records and checkpoints use.
 """
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from diffrl.normalization import RunningStats, normalize
+from diffrl.maths.normalization import RunningStats, normalize
 from diffrl.policies.base import renamed_sampler_note
-from diffrl.records import (ExportError, check_params, config_from_json, config_to_json, flatten_params,
+from diffrl.plumbing.records import (ExportError, check_params, config_from_json, config_to_json, flatten_params,
                             library_versions, load_stats, load_tree, npz_bytes, sha256, stats_arrays, write_bytes)
 
 EXPORT_FORMAT = 1
@@ -68,7 +68,7 @@ def register_policy_kind(kind: str, module: str, policy_class: str, config_class
 def _kind_classes(kind: str) -> tuple[type, type]:
     if kind not in POLICY_KINDS:
         raise ExportError(f"unknown policy kind {kind!r}; known: {', '.join(POLICY_KINDS)} "
-                          "(add one with diffrl.export.register_policy_kind)")
+                          "(add one with diffrl.artefacts.export.register_policy_kind)")
     module, policy_name, config_name = POLICY_KINDS[kind]
     mod = importlib.import_module(module)
     return getattr(mod, policy_name), getattr(mod, config_name)
@@ -81,7 +81,7 @@ def policy_kind_of(policy: Any) -> str:
         if cls.__module__ == module and cls.__name__ == policy_name:
             return kind
     raise ExportError(f"{cls.__module__}.{cls.__name__} is not a registered policy kind "
-                      f"({', '.join(POLICY_KINDS)}); use diffrl.export.register_policy_kind")
+                      f"({', '.join(POLICY_KINDS)}); use diffrl.artefacts.export.register_policy_kind")
 
 
 # ----------------------------------------------------------------------------- export
@@ -173,7 +173,7 @@ def export_from_train_state(
     (with one of :data:`POLICY_PARAM_FIELDS`) and ``.obs_stats``, every leaf with a
     leading seeds axis; ``config`` is the ``TrainConfig`` (normaliser settings, env).
     ``sampler`` defaults to the policy's first. An algorithm with a learned Q and a best-of-K
-    sampler (REPPO, TruDi, AMDP) also exports its critic (:mod:`diffrl.export_critic`), unless the
+    sampler (REPPO, TruDi, AMDP) also exports its critic (:mod:`diffrl.artefacts.export_critic`), unless the
     critic sees privileged observations the deployed policy will not have.
     """
     policy = algo.policy
@@ -201,7 +201,7 @@ def export_from_train_state(
          "episode_length": config.episode_length, **(extra or {})},
         obs_norm_eps=config.obs_norm_eps)
     if with_critic:
-        from diffrl.export_critic import export_critic
+        from diffrl.artefacts.export_critic import export_critic
 
         export_critic(out, config.critic, one_seed(critic_params), one_seed(train_state.critic_obs_stats),
                       int(stats.mean.shape[-1]), policy.action_size, best_of_k, policy.acting_sampler)
@@ -254,7 +254,7 @@ def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
             warnings.warn(f"{export_dir}: stored sampler {sampler!r} is now called {renamed[sampler]!r}",
                           stacklevel=2)
             sampler = renamed[sampler]
-    from diffrl.export_critic import BEST_OF_K, has_critic
+    from diffrl.artefacts.export_critic import BEST_OF_K, has_critic
 
     if sampler not in policy.samplers and not (sampler == BEST_OF_K and has_critic(export_dir)):
         offered = policy.samplers + ((BEST_OF_K,) if has_critic(export_dir) else ())
@@ -271,7 +271,7 @@ def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
 
     critic = None
     if sampler == BEST_OF_K:
-        from diffrl.export_critic import ExportedCritic
+        from diffrl.artefacts.export_critic import ExportedCritic
 
         critic = ExportedCritic(export_dir, norm)
 
@@ -279,7 +279,7 @@ def load_policy(export_dir: str | Path, sampler: str | None = None) -> Callable:
         raw = jnp.asarray(obs, jnp.float32)
         obs = normalize(stats, raw, clip=clip, eps=eps) if stats is not None else raw
         if critic is not None:
-            from diffrl.export_critic import best_of_k_from_noise, draw_best_of_k_noise
+            from diffrl.artefacts.export_critic import best_of_k_from_noise, draw_best_of_k_noise
 
             noise = draw_best_of_k_noise(policy, key, obs.shape[:-1], critic.k, critic.acting_sampler)
             return best_of_k_from_noise(policy, params, obs, raw, noise, critic)

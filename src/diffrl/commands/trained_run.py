@@ -56,7 +56,7 @@ def choose_checkpoint(run_dir: str | Path, checkpoint: str, note=None) -> Path:
     Skipped corrupt checkpoints are passed to ``note`` (one line each); when none is usable,
     :class:`RunDirError` says why, and names ``--checkpoint latest`` when only the best one is
     unusable."""
-    from diffrl.checkpoint import CorruptCheckpointWarning, best_checkpoint, latest_valid_checkpoint, step_dirs
+    from diffrl.plumbing.checkpoint import CorruptCheckpointWarning, best_checkpoint, latest_valid_checkpoint, step_dirs
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CorruptCheckpointWarning)
@@ -87,10 +87,10 @@ def load_trained(run_dir: str | Path, checkpoint: str = "latest", note=None, **o
 
     Raises :class:`RunDirError` with a one-line reason for a directory that is not a run or has
     no usable checkpoint; skipped corrupt checkpoints go to ``note`` (default: a warning)."""
-    from diffrl.checkpoint import CheckpointError
+    from diffrl.plumbing.checkpoint import CheckpointError
     from diffrl.core.run import restore_run
     from diffrl.core.run_dir import load_run_config
-    from diffrl.export import ExportError
+    from diffrl.artefacts.export import ExportError
 
     problem = run_dir_problem(run_dir)
     if problem:
@@ -136,8 +136,8 @@ def cmd_eval(argv: list[str]) -> int:
     if args.video:  # before anything is evaluated
         problem = run_dir_problem(args.run_dir)
         if problem is None:
-            from diffrl.records import read_run_record
-            from diffrl.video import video_problem
+            from diffrl.plumbing.records import read_run_record
+            from diffrl.artefacts.video import video_problem
 
             problem = video_problem(((read_run_record(args.run_dir) or {}).get("config") or {}).get("env", ""),
                                     args.video)
@@ -161,7 +161,7 @@ def cmd_eval(argv: list[str]) -> int:
     results = {"run_dir": str(args.run_dir), "checkpoint_env_steps": meta.get("env_steps"), "samplers": {}}
     print(f"{'sampler':12s} {'return':>10s} {'std':>9s} {'length':>8s}   ({args.episodes} episodes x "
           f"{run.config.num_seeds} seed(s), checkpoint at {meta.get('env_steps'):,} env steps)")
-    from diffrl.records import describe_segments, read_run_record
+    from diffrl.plumbing.records import describe_segments, read_run_record
 
     record = read_run_record(args.run_dir)
     segments = describe_segments(record)
@@ -187,8 +187,8 @@ def cmd_eval(argv: list[str]) -> int:
 def _video(run, state, sampler: str, args) -> None:
     import tempfile
 
-    from diffrl.export import export_from_train_state, load_policy
-    from diffrl.video import render_rollout, write_video
+    from diffrl.artefacts.export import export_from_train_state, load_policy
+    from diffrl.artefacts.video import render_rollout, write_video
 
     if sampler not in run.algo.policy.samplers:
         sampler = run.algo.policy.samplers[0]
@@ -220,7 +220,7 @@ def cmd_export(argv: list[str]) -> int:
     p.add_argument("--checkpoint", choices=("latest", "best"), default="latest")
     p.add_argument("--seed-index", type=int, default=0, help="which of the run's seeds to export")
     args = p.parse_args(argv)
-    from diffrl.export import export_from_train_state
+    from diffrl.artefacts.export import export_from_train_state
 
     loaded = open_run("diffrl export", args.run_dir, args.checkpoint)
     if loaded is None:
@@ -240,7 +240,7 @@ def cmd_export(argv: list[str]) -> int:
         print(f"diffrl export: --seed-index {args.seed_index} is out of range; the run has {num_seeds} "
               "seed(s)", file=sys.stderr)
         return 2
-    from diffrl.export import ExportError
+    from diffrl.artefacts.export import ExportError
 
     try:
         out = export_from_train_state(args.out, run.algo, state, run.config, seed=args.seed_index,
@@ -250,7 +250,7 @@ def cmd_export(argv: list[str]) -> int:
         return 2
     print(f"exported to {out}; load with diffrl.load_policy({str(out)!r})")
     if args.format != "npz":
-        from diffrl.deploy import FORMATS, write_deployables
+        from diffrl.artefacts.deploy import FORMATS, write_deployables
 
         formats = FORMATS if args.format == "all" else (args.format,)
         samplers = (args.sampler,) if args.sampler else None
@@ -276,7 +276,7 @@ def cmd_plot(argv: list[str]) -> int:
         if problem:
             print(f"diffrl plot: {problem}", file=sys.stderr)
             return 2
-    from diffrl.plotting import plot_runs
+    from diffrl.artefacts.plotting import plot_runs
 
     print(f"wrote {plot_runs(args.run_dirs, args.out, x=args.x, y=args.y)}")
     return 0

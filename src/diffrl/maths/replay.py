@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from diffrl.sharding import shard_env_axis
+from diffrl.plumbing.sharding import shard_env_axis
 
 
 @struct.dataclass

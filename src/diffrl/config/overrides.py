@@ -1,7 +1,7 @@
 """One typed way to set a config field by its dotted name: ``KEY=VALUE`` overrides and presets.
 
 Every path that sets a field by name goes through :func:`set_field`: presets
-(``diffrl.presets``), ``diffrl bench cost --set``, and the benchmark scripts' ``--set``
+(``diffrl.config.presets``), ``diffrl bench cost --set``, and the benchmark scripts' ``--set``
 (suite, compare, stability, multimodality). The value is converted to the field's declared
 type, so ``gaussian.hidden=64`` becomes ``(64,)`` and ``reppo.kl_bound=1e-2`` a float, and a
 value that does not fit is refused with the field, the expected type and the value:

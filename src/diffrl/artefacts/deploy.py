@@ -1,6 +1,6 @@
 """Deployable policies: every evaluation sampler as an ONNX graph or a serialized ``jax.export``.
 
-Both artifacts are made from an export directory (:mod:`diffrl.export`) and compute, for a
+Both artifacts are made from an export directory (:mod:`diffrl.artefacts.export`) and compute, for a
 batch of B RAW observations,
 
     action (B, action_size) in [-1, 1] = sampler(normalize(obs), noise)
@@ -32,9 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from diffrl.export import load_policy, read_policy_info
-from diffrl.normalization import normalize
-from diffrl.records import atomic_write_json, file_sha256
+from diffrl.artefacts.export import load_policy, read_policy_info
+from diffrl.maths.normalization import normalize
+from diffrl.plumbing.records import atomic_write_json, file_sha256
 
 DEPLOY_FILE = "deploy.json"
 FORMATS = ("onnx", "jax")
@@ -66,7 +66,7 @@ def deployable(export_dir: str | Path, sampler: str | None = None) -> tuple[Call
         return normalize(stats, obs, clip=clip, eps=eps) if stats is not None else obs
 
     if act.critic is not None:  # best-of-k: K acting-sampler candidates scored by the exported Q
-        from diffrl.export_critic import best_of_k_from_noise, best_of_k_noise_shape
+        from diffrl.artefacts.export_critic import best_of_k_from_noise, best_of_k_noise_shape
 
         critic = act.critic
         noise_shape = best_of_k_noise_shape(policy, critic.k, critic.acting_sampler)
@@ -205,7 +205,7 @@ def write_deployables(export_dir: str | Path, formats: tuple[str, ...] = FORMATS
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ValueError(f"unknown format(s) {unknown}; choose from {FORMATS}")
-    from diffrl.export_critic import BEST_OF_K, has_critic
+    from diffrl.artefacts.export_critic import BEST_OF_K, has_critic
 
     info = read_policy_info(export_dir)
     offered = list(info["samplers"]) + ([BEST_OF_K] if has_critic(export_dir) and BEST_OF_K not in info["samplers"]

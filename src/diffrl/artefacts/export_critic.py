@@ -25,7 +25,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from diffrl.records import (ExportError, check_params, config_from_json, config_to_json, flatten_params, load_stats,
+from diffrl.plumbing.records import (ExportError, check_params, config_from_json, config_to_json, flatten_params, load_stats,
                             load_tree, npz_bytes, sha256, stats_arrays, write_bytes)
 
 BEST_OF_K = "best-of-k"
@@ -81,7 +81,7 @@ class ExportedCritic:
 
     def q(self, raw_obs: jax.Array, action: jax.Array) -> jax.Array:
         from diffrl.critics.categorical import CategoricalCritic
-        from diffrl.normalization import normalize
+        from diffrl.maths.normalization import normalize
 
         obs = jnp.asarray(raw_obs, jnp.float32)
         if self.enabled:

@@ -66,7 +66,7 @@ def rollout_states(env_name: str, act_fn: Callable, key, num_steps: int, episode
     per-episode dicts of host arrays (frames, ...)), each cut after the first done.
 
     ``act_fn(obs (obs_size,), key) -> action (action_size,)`` in [-1, 1] is called on RAW
-    observations (e.g. :func:`diffrl.export.load_policy`), and must be jittable.
+    observations (e.g. :func:`diffrl.artefacts.export.load_policy`), and must be jittable.
     """
     import jax
     import jax.numpy as jnp
@@ -134,7 +134,7 @@ def _render_in_child(mj_model, trajectories: Sequence[dict], height: int, width:
         np.savez(tmp / "states.npz", **arrays)
         env = {k: v for k, v in os.environ.items() if k != "PYOPENGL_PLATFORM"}
         env["MUJOCO_GL"] = backend
-        cmd = [sys.executable, "-c", "from diffrl.video import _child_main; _child_main()",
+        cmd = [sys.executable, "-c", "from diffrl.artefacts.video import _child_main; _child_main()",
                str(tmp), str(height), str(width), str(camera), str(len(trajectories))]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
