@@ -28,7 +28,7 @@ def example_on_path(monkeypatch):
 
     registry.unregister(SPEC)
     sys.modules.pop("custom_algorithm", None)
-    from diffrl import presets
+    from diffrl.config import presets
 
     presets.sync()  # its presets leave the catalogue with it (other tests list every preset)
 
@@ -83,7 +83,7 @@ def test_a_reimported_module_parses_with_its_new_section_class(example_on_path):
     first = _parse_config(config_type(SPEC)(algo=SPEC), argv)
     registry.unregister(SPEC)
     sys.modules.pop("custom_algorithm", None)
-    from diffrl import presets
+    from diffrl.config import presets
 
     presets.sync()  # its presets leave the catalogue with it (other tests list every preset)
     again = _parse_config(config_type(SPEC)(algo=SPEC), argv)
