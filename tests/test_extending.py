@@ -139,13 +139,13 @@ def test_its_presets_resolve_once_it_is_registered(example_on_path):
     from diffrl.algos.preset import Preset
     from diffrl.algos.spec import AlgorithmSpec
     from diffrl.config import ConfigError
-    from diffrl.config.presets import PRESETS, resolve
+    from diffrl.config.presets import PRESETS, every_preset, resolve
 
     # picked by default on its family (toy/*), built on diffrl's ppo-toy: PPO's values and its own
     config = resolve(SPEC, "toy/MirrorGoals", None)
     assert config.preset == "scaled-ppo-toy" and config.algo == SPEC and config.scaled.policy_scale == 2.0
     assert config.ppo.learning_rate == PRESETS["ppo-toy"]["ppo.learning_rate"] and config.gaussian.hidden == (64, 64)
-    assert PRESETS["scaled-ppo-toy"]["algo"] == "scaled-ppo"
+    assert every_preset()["scaled-ppo-toy"]["algo"] == "scaled-ppo" and "scaled-ppo-toy" not in PRESETS  # not built in
     assert resolve(SPEC, "gymnax/Pendulum-v1", None).preset is None  # no preset claims gymnax for it
     # a preset of another algorithm's, or one that would resolve to another algorithm, is refused
     example = sys.modules["custom_algorithm"]
@@ -159,9 +159,9 @@ def test_its_presets_resolve_once_it_is_registered(example_on_path):
                 resolve("ppo", "toy/MirrorGoals", None)
         finally:
             registry.unregister("clash-ppo")
-    assert "other-ppo-toy" not in PRESETS and resolve("ppo", "toy/MirrorGoals", None).preset == "ppo-toy"
+    assert "other-ppo-toy" not in every_preset() and resolve("ppo", "toy/MirrorGoals", None).preset == "ppo-toy"
     registry.unregister(SPEC)  # unregistered, its presets are gone
-    assert resolve("ppo", "toy/MirrorGoals", None).preset == "ppo-toy" and "scaled-ppo-toy" not in PRESETS
+    assert resolve("ppo", "toy/MirrorGoals", None).preset == "ppo-toy" and "scaled-ppo-toy" not in every_preset()
 
 
 def test_diffrl_presets_lists_and_shows_its_presets():

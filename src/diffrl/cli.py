@@ -486,19 +486,19 @@ def cmd_presets(argv: list[str]) -> int:
         print(f"diffrl presets: {e}", file=sys.stderr)
         return 2
     if args.show is None:
-        names = list(presets.PRESETS)
+        names = list(presets.every_preset())
         if spec is not None:
-            names = [name for name in names if presets.PRESETS[name]["algo"] == spec.name]
+            names = [name for name in names if presets.every_preset()[name]["algo"] == spec.name]
             if not names:
                 print(f"no presets for {args.algo}: it trains on the config's defaults plus your flags")
                 return 0
         for name in names:
-            record = presets.RECORDS[name]
+            record = presets.every_record()[name]
             about = "; ".join(x for x in (f"on {record.base}" if record.base else "", defaults_of(record)) if x)
             print(f"{name}{f' ({about})' if about else ''}: {record.summary}")
             print("    " + ", ".join(f"{k}={v}" for k, v in record.values.items()))
         return 0
-    if args.show not in presets.PRESETS:
+    if args.show not in presets.every_preset():
         hint = presets.close_presets(args.show)
         print(f"diffrl presets: unknown preset {args.show!r}; {hint + ' ' if hint else ''}`diffrl presets` lists "
               "every one", file=sys.stderr)
@@ -508,7 +508,7 @@ def cmd_presets(argv: list[str]) -> int:
     from diffrl.algos.registry import find
     from diffrl.config import TrainConfig
 
-    algo = presets.PRESETS[args.show]["algo"]
+    algo = presets.every_preset()[args.show]["algo"]
     if spec is not None and spec.name == algo:
         algo = args.algo  # a module:attribute spec: resolved under the name that registered it
     elif spec is not None:
@@ -534,7 +534,7 @@ def cmd_presets(argv: list[str]) -> int:
                 print(f"      {key} = {value!r}")
 
     reads = set(find(algo).reads)
-    set_here = set(presets.PRESETS[args.show])
+    set_here = set(presets.every_preset()[args.show])
 
     def walk(obj, prefix=""):
         for f in dataclasses.fields(obj):

@@ -7,13 +7,13 @@ values, the source of each value): ``algos/ppo_presets.py`` (PPO, SPO, FPO, FPO+
 ``reppo_presets.py``, ``trudi_presets.py`` (TruDi, DIME), ``amdp_presets.py`` (AMDP, AMDP-backprop)
 and ``offpolicy_presets.py`` (SAC, DIME, AMDP off-policy). This module collects them:
 
-* :data:`RECORDS`: name -> record; :data:`PRESETS`: name -> the values it resolves to.
+* :data:`RECORDS`: name -> record; :data:`PRESETS`: name -> the values it resolves to (the built-in
+  presets); :func:`every_record`, :func:`every_preset`: those and the presets of algorithms registered
+  from outside diffrl (``AlgorithmSpec.presets``, merged by :func:`sync`).
 * :func:`chain`, :func:`steps`, :func:`sources`: how a preset resolves (``diffrl presets --show NAME``).
 * :func:`default_preset`: the preset ``diffrl train`` picks when no ``--preset`` is given, read from the
   records' ``default_for`` by the environment's :func:`family`.
 * :func:`apply_preset`, :func:`resolve`: a config with a preset applied.
-* :func:`sync`: the presets of algorithms registered from outside diffrl (``AlgorithmSpec.presets``),
-  merged on first lookup.
 
 A preset built on another algorithm's preset inherits only the settings its own algorithm reads (its
 registration's sections, less the settings it ignores): ``trudi-dmc-cpu`` on ``reppo-dmc-cpu`` leaves
@@ -43,8 +43,13 @@ RECORDS: dict[str, Preset] = declared.catalogue(ppo_presets.PRESETS, reppo_prese
 """name -> declared record of every preset, by algorithm family."""
 
 
-_OUTSIDE: dict[str, str] = {}
-"""name of a preset an outside algorithm declared -> that algorithm's name (:func:`sync`)."""
+OUTSIDE_RECORDS: dict[str, Preset] = {}
+"""name -> record of each preset declared by an algorithm registered from outside diffrl
+(``AlgorithmSpec.presets``), kept apart from the built-in :data:`RECORDS` (:func:`sync`)."""
+OUTSIDE_PRESETS: dict[str, dict[str, Any]] = {}
+"""name -> resolved values of each preset in :data:`OUTSIDE_RECORDS`."""
+_OWNER: dict[str, str] = {}
+"""outside preset name -> the name of the algorithm that declared it."""
 _OUTSIDE_SPECS: dict[str, Any] = {}
 """name -> record of each outside algorithm whose presets are merged (found by name even when it was
 registered under a ``module:attribute`` key)."""
@@ -53,32 +58,31 @@ _SYNCED: set[int] = set()
 
 
 def sync() -> None:
-    """Merge the presets of algorithms registered from outside diffrl since the last call
-    (``AlgorithmSpec.presets``) into :data:`RECORDS`, :data:`PRESETS` and :data:`DEFAULTS`.
+    """Bring :data:`OUTSIDE_RECORDS`, :data:`OUTSIDE_PRESETS` and :data:`DEFAULTS` up to date with
+    the algorithms registered from outside diffrl (their ``AlgorithmSpec.presets``).
 
     Called wherever a preset is looked up, so an algorithm registered by an entry point, a
     ``module:attribute`` spec or :func:`diffrl.algos.registry.register` brings its presets with it.
     A name that is already a built-in preset, or another algorithm's, is refused; an algorithm
     registered again (a reloaded module) replaces its own, and one unregistered takes its presets
-    with it."""
+    with it. The built-in :data:`RECORDS` and :data:`PRESETS` never change."""
     from diffrl.algos import registry
 
     current = {id(spec): spec for spec in registry.registered()}
-    gone = [name for name, owner in _OUTSIDE.items() if id(_OUTSIDE_SPECS.get(owner)) not in current]
+    gone = [name for name, owner in _OWNER.items() if id(_OUTSIDE_SPECS.get(owner)) not in current]
     for name in gone:  # an algorithm unregistered (a test, a notebook): its presets go with it
-        owner = _OUTSIDE.pop(name)
-        RECORDS.pop(name, None)
-        PRESETS.pop(name, None)
-        _SYNCED.discard(id(_OUTSIDE_SPECS.get(owner)))
+        _SYNCED.discard(id(_OUTSIDE_SPECS.get(_OWNER.pop(name))))
+        OUTSIDE_RECORDS.pop(name, None)
+        OUTSIDE_PRESETS.pop(name, None)
     new = [spec for spec in current.values() if spec.presets and id(spec) not in _SYNCED]
     if not new and not gone:
         return
     for spec in new:
         _OUTSIDE_SPECS[spec.name] = spec  # what its presets inherit: what it reads
-        records = dict(RECORDS)  # merged only when every preset of the algorithm resolves
+        records = every_record(synced=False)  # merged only when every preset of the algorithm resolves
         for preset in spec.presets:
-            owner = _OUTSIDE.get(preset.name)
-            if preset.name in RECORDS and owner != spec.name:
+            owner = _OWNER.get(preset.name)
+            if preset.name in records and owner != spec.name:
                 whose = f"of algorithm {owner!r}" if owner else "built into diffrl"
                 raise ConfigError(f"algorithm {spec.name!r}: its preset {preset.name!r} is already a preset {whose}")
             records[preset.name] = preset
@@ -91,12 +95,26 @@ def sync() -> None:
             if values[preset.name].get("algo") != spec.name:
                 raise ConfigError(f"algorithm {spec.name!r}: its preset {preset.name!r} resolves to --algo "
                                   f"{values[preset.name].get('algo')}; set 'algo': {spec.name!r} in it")
-        RECORDS.update(records)
-        PRESETS.update(values)
-        _OUTSIDE.update({name: spec.name for name in values})
+        OUTSIDE_RECORDS.update({name: records[name] for name in values})
+        OUTSIDE_PRESETS.update(values)
+        _OWNER.update({name: spec.name for name in values})
         _SYNCED.add(id(spec))
     DEFAULTS.clear()
-    DEFAULTS.update(_defaults())
+    DEFAULTS.update(_defaults(every_preset(synced=False), every_record(synced=False)))
+
+
+def every_record(synced: bool = True) -> dict[str, Preset]:
+    """name -> record of every preset: the built-in ones and those of registered outside algorithms."""
+    if synced:
+        sync()
+    return {**RECORDS, **OUTSIDE_RECORDS}
+
+
+def every_preset(synced: bool = True) -> dict[str, dict[str, Any]]:
+    """name -> resolved values of every preset (:func:`every_record`'s)."""
+    if synced:
+        sync()
+    return {**PRESETS, **OUTSIDE_PRESETS}
 
 
 def inherits(algo: str, key: str) -> bool:
@@ -110,20 +128,17 @@ def inherits(algo: str, key: str) -> bool:
 
 def chain(name: str) -> tuple[Preset, ...]:
     """``name``'s chain of records, root first."""
-    sync()
-    return declared.chain(name, RECORDS)
+    return declared.chain(name, every_record())
 
 
 def steps(name: str) -> Iterator[Step]:
     """``name`` resolved preset by preset from its root (what each takes, drops and sets)."""
-    sync()
-    return declared.walk(name, RECORDS, inherits)
+    return declared.walk(name, every_record(), inherits)
 
 
 def sources(name: str) -> dict[str, tuple[str, str]]:
     """dotted name -> (the preset of ``name``'s chain that sets it, its source)."""
-    sync()
-    return declared.sources(name, RECORDS, inherits)
+    return declared.sources(name, every_record(), inherits)
 
 
 PRESETS: dict[str, dict[str, Any]] = {name: declared.resolve_values(name, RECORDS, inherits) for name in RECORDS}
@@ -160,11 +175,11 @@ def family(env: str) -> str:
     return s
 
 
-def _defaults() -> dict[tuple[str, str], str]:
+def _defaults(presets: dict[str, dict[str, Any]], records: dict[str, Preset]) -> dict[tuple[str, str], str]:
     """(algo, family) -> the preset declared the default for it; two claims of one pair are refused."""
     out: dict[tuple[str, str], str] = {}
-    for name, values in PRESETS.items():
-        for fam in RECORDS[name].default_for:
+    for name, values in presets.items():
+        for fam in records[name].default_for:
             key = (values["algo"], fam)
             if key in out:
                 raise PresetError(f"presets {out[key]!r} and {name!r} are both the default of {key[0]} on {fam!r}")
@@ -172,7 +187,7 @@ def _defaults() -> dict[tuple[str, str], str]:
     return out
 
 
-DEFAULTS: dict[tuple[str, str], str] = _defaults()
+DEFAULTS: dict[tuple[str, str], str] = _defaults(PRESETS, RECORDS)
 """(algo, environment family) -> default preset, from the records' ``default_for``."""
 
 
@@ -189,8 +204,7 @@ def default_preset(algo: str, env: str) -> str | None:
 
 def close_presets(name: str) -> str:
     """``"did you mean a, b?"`` naming the presets closest to an unknown name ("" when none is close)."""
-    sync()
-    near = difflib.get_close_matches(name, list(PRESETS), n=3, cutoff=0.4)
+    near = difflib.get_close_matches(name, list(every_preset()), n=3, cutoff=0.4)
     return f"did you mean {', '.join(near)}?" if near else ""
 
 
@@ -202,12 +216,12 @@ def _set(config: Any, dotted: str, value: Any) -> Any:
 
 
 def apply_preset(config: TrainConfig, name: str) -> TrainConfig:
-    sync()
-    if name not in PRESETS:
+    presets = every_preset()
+    if name not in presets:
         hint = close_presets(name)
         raise ConfigError(f"unknown preset {name!r};{' ' + hint if hint else ''} "
-                          f"available: {', '.join(sorted(PRESETS))}")
-    for key, value in PRESETS[name].items():
+                          f"available: {', '.join(sorted(presets))}")
+    for key, value in presets[name].items():
         config = _set(config, key, value)
     return dataclasses.replace(config, preset=name)
 
