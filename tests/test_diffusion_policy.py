@@ -351,7 +351,7 @@ def test_action_trust_region_config_is_checked():
     config = resolve("trudi", "gymnax/Pendulum-v1", None)
     for changes, message in (({"trust_region": "action", "kl_samples": 8, "kl_paths": "behaviour"},
                               "--reppo.kl-paths behaviour .* applies to trajectory and none"),
-                             ({"trust_region": "final"}, "--reppo.trust-region must be one of trajectory, action, none"),
+                             ({"trust_region": "final"}, "--reppo.trust-region must be one of trajectory, action"),
                              ({"kl_estimator": "exact"}, "--reppo.kl-estimator must be one of"),
                              ({"kl_paths": "old"}, "--reppo.kl-paths must be one of"),
                              ({"kl_samples": 0}, "--reppo.kl-samples must be >= 1")):

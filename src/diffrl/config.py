@@ -141,19 +141,22 @@ class TrainConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """PPO settings (used when --algo ppo)."""
     reppo: REPPOConfig = field(default_factory=REPPOConfig)
-    """Max-entropy actor-critic settings (reppo, trudi, amdp): duals, trust region, SGD."""
+    """Max-entropy actor-critic settings (reppo, trudi, dime, amdp, amdp-backprop): duals, SGD, and the
+    trust region of each (REPPO's KL dual, the DIME chain's KL, AMDP's drift multiplier)."""
     critic: CriticConfig = field(default_factory=CriticConfig)
     """Categorical (HL-Gauss) Q critic (reppo, trudi, amdp)."""
     gaussian: GaussianPolicyConfig = field(default_factory=GaussianPolicyConfig)
     """Gaussian policy settings (ppo, reppo)."""
     diffusion: DiffusionPolicyConfig = field(default_factory=DiffusionPolicyConfig)
-    """DIME diffusion policy settings (trudi)."""
+    """DIME diffusion policy settings (trudi, dime, dime-off, dppo); its trust region is the algorithm's."""
     adjoint: AdjointPolicyConfig = field(default_factory=AdjointPolicyConfig)
-    """Adjoint-matching diffusion policy settings (amdp, amdp-backprop)."""
+    """Adjoint-matching diffusion policy settings (amdp, amdp-backprop, amdp-off); its drift trust region
+    is the algorithm's."""
     flow: FlowPolicyConfig = field(default_factory=FlowPolicyConfig)
     """Flow-matching policy settings (fpo)."""
     offpolicy: OffPolicyConfig = field(default_factory=OffPolicyConfig)
-    """Replay buffer, critics and optimisers of the off-policy algorithms (sac, dime-off, amdp-off)."""
+    """Replay buffer, critics and optimisers of the off-policy algorithms (sac, dime-off, amdp-off), and
+    amdp-off's drift trust region."""
 
     # -- derived sizes -------------------------------------------------------
     @property

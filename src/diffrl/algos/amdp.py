@@ -221,7 +221,7 @@ SPECS = (
                   cost_baselines=("reppo",), cost_headline=("reppo",), cost_default=True),
     AlgorithmSpec("amdp-backprop", make_amdp_backprop, ("reppo", "adjoint", "critic"), "adjoint", "backprop",
                   "the reverse-KL update through AMDP's chain that adjoint matching avoids",
-                  unused_settings=_BACKPROP_UNREAD, diffusion_steps="adjoint.num_steps", cost_baselines=("amdp", "reppo"), cost_headline=("amdp",),
-                  cost_default=True),
+                  unused_settings=_BACKPROP_UNREAD, diffusion_steps="adjoint.num_steps",
+                  cost_baselines=("amdp", "reppo"), cost_headline=("amdp",), cost_default=True),
 )
 """AMDP's and its backprop baseline's registrations (diffrl.algos.registry)."""
