@@ -1,4 +1,4 @@
-"""Cost of the action-marginal KL (`--diffusion.trust-region action`, eq. E12 of diffrl.policies.dis_chain):
+"""Cost of the action-marginal KL (`--reppo.trust-region action`, eq. E12 of diffrl.policies.dis_chain):
 the plug-in of sample moments at K = 4 (the estimator before the unbiased one) against the unbiased
 estimate at the dime preset's K = 8, side by side in one process, on the gradient that an SGD step takes
 (value and gradient of the minibatch mean w.r.t. the new parameters).

@@ -61,10 +61,10 @@ M2_BUDGET = 1_024_000
 M2_RUNS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("trudi", "trudi", {}),
     ("dime-action", "dime", {}),
-    ("trudi-none", "trudi", {"diffusion.trust_region": "none"}),
+    ("trudi-none", "trudi", {"reppo.trust_region": "none"}),
     ("reppo", "reppo", {}),
     ("amdp", "amdp", {}),
-    ("amdp-none", "amdp", {"adjoint.trust_region": "none"}),
+    ("amdp-none", "amdp", {"reppo.kl_multiplier": "none"}),
 )
 
 M3_TASKS: tuple[str, ...] = ("toy/MirrorGoals", "toy/OctahedronGoals")

@@ -30,7 +30,9 @@ the config sections the algorithm reads (``diffrl.algos.ALGORITHM_SECTIONS``, le
 it ignores, ``UNUSED_SETTINGS``), flattened to sorted dotted names (``reppo.kl_bound``) with
 JSON values. It does not depend on how the config classes are laid out, so a refactor that
 keeps every name and value keeps every record valid; a change of any value the algorithm
-reads makes the record *stale* (reported, never mixed into a table).
+reads makes the record *stale* (reported, never mixed into a table). Settings that moved to
+another section (``diffrl.config.MOVED_FIELDS``) are hashed under their names from before the
+move (:func:`hashed_settings`), so the move itself leaves every record valid.
 """
 from __future__ import annotations
 
@@ -78,7 +80,35 @@ def hashed_settings(config) -> dict[str, Any]:
             flat[f.name] = _plain(value)
     for dotted in UNUSED_SETTINGS.get(config.algo, {}):
         flat.pop(dotted, None)
-    return dict(sorted(flat.items()))
+    return dict(sorted(_named_as_before_the_move(flat, config).items()))
+
+
+def _named_as_before_the_move(flat: dict[str, Any], config) -> dict[str, Any]:
+    """``flat`` with the trust-region settings that moved to the algorithm's section
+    (``diffrl.config.MOVED_FIELDS``: ``diffusion.trust_region`` -> ``reppo.trust_region``,
+    ``adjoint.kl_bound`` -> ``reppo.kl_bound`` (amdp-off: ``offpolicy.kl_bound``), ...) under the names
+    they had before, as the records committed before the move hashed them: the hash names the settings,
+    so without this every record of an algorithm with a moved setting would turn stale though no value
+    changed. Before the move a section an algorithm read was hashed whole (less its unused settings), so
+    an old name is hashed wherever the algorithm read its section and reads the new one's section
+    (amdp-backprop's ignored adjoint.trust_region included; dime-off's and dppo's diffusion.kl_* were
+    unused, and their new section is one they do not read), with the value at the new name; the new
+    names are dropped, and ``reppo.kl_bound``, which existed before, is dropped only for the algorithms
+    that then read adjoint.kl_bound instead (``diffrl.config.READ_BEFORE_MOVE``: amdp)."""
+    from diffrl.algos import ALGORITHM_SECTIONS
+    from diffrl.config import MOVED_FIELDS, READ_BEFORE_MOVE, moved_field
+
+    reads = ALGORITHM_SECTIONS[config.algo]
+    out = dict(flat)
+    for old in MOVED_FIELDS:
+        new = moved_field(old, config.algo)
+        section, _, name = new.partition(".")
+        if old.partition(".")[0] in reads and section in reads:
+            out[old] = _plain(getattr(getattr(config, section), name))
+        existed = new == MOVED_FIELDS[old] and old in READ_BEFORE_MOVE
+        if not existed or config.algo in READ_BEFORE_MOVE[old]:
+            out.pop(new, None)
+    return out
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

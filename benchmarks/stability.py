@@ -232,7 +232,7 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
         "per_sampler": per_sampler, "wall_s": wall, "train_time_s": summary["train_time_s"],
         "resumed_at_env_steps": None if resumed is None else resumed.get("env_steps"),
         "overrides": {k: repr(v) for k, v in overrides.items()},
-        "kl_bound": config.reppo.kl_bound if algo != "amdp" else config.adjoint.kl_bound,
+        "kl_bound": config.reppo.kl_bound,
     }
     (out / f"{name}.json").write_text(json.dumps(record, indent=1))
     plot_pair(record, metrics, out / f"{name}.png")

@@ -8,6 +8,10 @@ and say so in the commit).
 
     .venv/bin/python scripts/snapshot_presets.py            # rewrite the snapshot
     .venv/bin/python scripts/snapshot_presets.py --check    # exit 1 and list differences
+
+A snapshot written before settings moved between sections (``diffrl.config.MOVED_FIELDS``) is compared
+through the move (:func:`in_layout_of`): each preset's values are put back under the old names, so
+the comparison proves the moved settings kept their values.
 """
 from __future__ import annotations
 
@@ -63,6 +67,40 @@ def full_values(snapshot: dict) -> dict:
     return {"presets": presets, "default_preset": snapshot["default_preset"]}
 
 
+def in_layout_of(current: dict, committed: dict) -> dict:
+    """``current`` (:func:`resolved_presets`) in the layout of ``committed`` when that predates moves of
+    :data:`diffrl.config.MOVED_FIELDS` (else unchanged): a moved field is named as before, with the value
+    its preset's algorithm reads now (:func:`diffrl.config.moved_field`) where the algorithm reads the
+    old section, else the old default (a section an algorithm does not read stays at its defaults);
+    the new names the old layout lacks are dropped."""
+    from diffrl.algos import ALGORITHMS
+    from diffrl.algos.registry import find
+    from diffrl.config import MOVED_FIELDS, moved_field
+
+    old_base = committed["defaults"]["TrainConfig"]
+    moved = [old for old in MOVED_FIELDS if old in old_base]
+    if not moved:
+        return current
+    new_names = {moved_field(old, algo) for old in moved for algo in ALGORITHMS} - set(old_base)
+
+    def old_layout(values: dict) -> dict:
+        reads = find(values["algo"]).reads
+        out = dict(values)
+        for old in moved:
+            read = old.partition(".")[0] in reads
+            out[old] = values[moved_field(old, values["algo"])] if read else old_base[old]
+        return {k: v for k, v in out.items() if k not in new_names}
+
+    full = full_values(current)
+    base = old_layout(current["defaults"]["TrainConfig"])
+    presets = {}
+    for name, values in full["presets"].items():
+        values = old_layout(values)
+        presets[name] = {k: v for k, v in values.items() if base.get(k, "<absent>") != v}
+        presets[name].update({k: "<absent>" for k in base if k not in values})
+    return {"defaults": {"TrainConfig": base}, "presets": presets, "default_preset": current["default_preset"]}
+
+
 def differences(old: dict, new: dict) -> list[str]:
     """Lines naming each value that differs between two snapshots (empty when they agree)."""
     old, new = full_values(old), full_values(new)
@@ -88,7 +126,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     current = resolved_presets()
     if args.check:
-        diff = differences(json.loads(SNAPSHOT.read_text()), current)
+        committed = json.loads(SNAPSHOT.read_text())
+        diff = differences(committed, in_layout_of(current, committed))
         print("\n".join(diff) or "every preset resolves as in the snapshot")
         return 1 if diff else 0
     SNAPSHOT.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")

@@ -1,5 +1,5 @@
 """Actor losses assembled end to end against plain-Python loops: REPPO's per-state trust-region loss
-on the DIME chain under ``--diffusion.trust-region action`` and ``none`` (on-policy DIME), and the value
+on the DIME chain under ``--reppo.trust-region action`` and ``none`` (on-policy DIME), and the value
 of ``amdp-off``'s actor step (reciprocal adjoint matching on replayed terminal actions).
 
 Oracles: REPPO's rule (Voelcker et al. 2025, arXiv 2507.11019, Sec. 4) written per state in a loop
@@ -26,9 +26,10 @@ jax.config.update("jax_platforms", "cpu")
 def _dime(trust_region):
     config = resolve("dime", "gymnax/Pendulum-v1", None)
     config = config.replace(num_envs=4, num_steps=4, diffusion=dataclasses.replace(
-        config.diffusion, hidden=(16,), num_steps=4, trust_region=trust_region),
+        config.diffusion, hidden=(16,), num_steps=4),
         critic=dataclasses.replace(config.critic, hidden=16),
-        reppo=dataclasses.replace(config.reppo, kl_bound=0.13))  # between this test's per-state KLs
+        reppo=dataclasses.replace(config.reppo, trust_region=trust_region,
+                                  kl_bound=0.13))  # between this test's per-state KLs
     env, algo, _ = build(config)
     return env.spec, algo
 
@@ -75,8 +76,8 @@ def test_reppo_actor_loss_on_the_dime_chain_matches_a_loop(trust_region):
 def test_amdp_off_actor_step_value_matches_a_loop():
     config = resolve("amdp-off", "gymnax/Pendulum-v1", None)
     config = config.replace(num_envs=4, num_steps=2, offpolicy=dataclasses.replace(
-        config.offpolicy, critic_hidden=(16,), num_bins=11), adjoint=dataclasses.replace(
-        config.adjoint, hidden=(16,), trust_region="none"))
+        config.offpolicy, critic_hidden=(16,), num_bins=11, kl_multiplier="none"), adjoint=dataclasses.replace(
+        config.adjoint, hidden=(16,)))
     env, algo, _ = build(config)
     spec, policy, cfg = env.spec, algo.policy, algo.policy.config
     state = algo.init(jax.random.key(0), spec)

@@ -8,7 +8,7 @@ import optax
 import pytest
 
 from diffrl.policies import PathwisePolicy, Policy
-from diffrl.policies.adjoint import AdjointAux, AdjointPolicy, AdjointPolicyConfig
+from diffrl.policies.adjoint import AdjointAux, AdjointPolicy, AdjointPolicyConfig, DriftTrustRegion
 from bimodal_toy import bimodal_q, target_bins
 from param_fixtures import perturbed
 
@@ -53,10 +53,14 @@ def test_interface_shapes_and_initial_policy_is_uniform(small):
 
 
 def test_config_validation():
-    for bad in (dict(trust_region="kl"), dict(bridge_time="log"), dict(num_steps=0), dict(sigma_min=3.0),
-                dict(kl_bound=0.0), dict(grad_clip_quantile=0.0)):
+    for bad in (dict(bridge_time="log"), dict(num_steps=0), dict(sigma_min=3.0), dict(grad_clip_quantile=0.0),
+                dict(matching_steps=0)):
         with pytest.raises(ValueError):
             AdjointPolicy(AdjointPolicyConfig(**bad), 1)
+    # the drift trust region is the algorithm's (--reppo.kl-multiplier, --reppo.kl-bound), handed over
+    for bad in (dict(multiplier="kl"), dict(kl_bound=0.0)):
+        with pytest.raises(ValueError, match="drift trust region"):
+            DriftTrustRegion(**bad)
 
 
 _perturbed = jax.jit(perturbed)
@@ -104,9 +108,8 @@ def test_reciprocal_adjoint_matching_converges_to_max_ent_policy():
     # a = erf(k X_1), several Adam steps on the RAM loss with fresh bridge draws, resample.
     # The fixed point is pi*(a) ∝ exp(Q(a)/alpha). Score clipping is off (it biases the fixed
     # point by design) and so is the trust region.
-    config = AdjointPolicyConfig(num_steps=16, hidden=(32, 32), grad_clip_quantile=1.0, grad_clip_max=1e9,
-                                 trust_region="none")
-    policy = AdjointPolicy(config, action_size=1)
+    config = AdjointPolicyConfig(num_steps=16, hidden=(32, 32), grad_clip_quantile=1.0, grad_clip_max=1e9)
+    policy = AdjointPolicy(config, action_size=1, trust_region=DriftTrustRegion(multiplier="none"))
     outer, inner, batch = 25, 40, 1024
     opt = optax.adam(optax.cosine_decay_schedule(3e-3, outer * inner, 0.05))
     params = policy.init(jax.random.PRNGKey(0), 1)

@@ -93,6 +93,55 @@ def test_help_documents_fields(capsys):
     assert "--total-env-steps" in text and "Parallel environments per seed" in text
 
 
+def _parsed_train_config(monkeypatch, argv):
+    """The config ``diffrl train argv`` would train (training itself replaced by a capture)."""
+    from diffrl import cli
+
+    captured = []
+    monkeypatch.setattr(cli, "_run_training", lambda config, move_aside: captured.append(config) or 0)
+    assert main(["train", *argv]) == 0
+    return captured[0]
+
+
+def test_moved_trust_region_flags_keep_working_with_a_note(monkeypatch, capsys):
+    """The trust-region settings moved to the algorithm's section (diffrl.config.MOVED_FIELDS): an old
+    flag (either form) sets the new field, with a one-line note naming the new flag."""
+    config = _parsed_train_config(monkeypatch, ["--algo", "trudi", "--env", "gymnax/Pendulum-v1",
+                                                "--diffusion.trust-region", "action", "--diffusion.kl-samples=8",
+                                                "--diffusion.kl-estimator", "sampled"])
+    assert (config.reppo.trust_region, config.reppo.kl_samples, config.reppo.kl_estimator) == ("action", 8, "sampled")
+    err = capsys.readouterr().err
+    assert "diffrl train: note: --diffusion.trust-region is now --reppo.trust-region" in err.splitlines()
+    assert "diffrl train: note: --diffusion.kl-samples is now --reppo.kl-samples" in err
+    config = _parsed_train_config(monkeypatch, ["--algo", "amdp", "--env", "gymnax/Pendulum-v1",
+                                                "--adjoint.kl-bound", "0.2", "--adjoint.trust-region=dual",
+                                                "--adjoint.lambda-init", "2"])
+    assert (config.reppo.kl_bound, config.reppo.kl_multiplier, config.reppo.lambda_init) == (0.2, "dual", 2.0)
+    assert "note: --adjoint.trust-region is now --reppo.kl-multiplier" in capsys.readouterr().err
+    # amdp-off's drift trust region is its own section's
+    config = _parsed_train_config(monkeypatch, ["--algo", "amdp-off", "--env", "gymnax/Pendulum-v1",
+                                                "--adjoint.trust-region", "none", "--adjoint.kl-bound", "0.3"])
+    assert (config.offpolicy.kl_multiplier, config.offpolicy.kl_bound) == ("none", 0.3)
+    assert "note: --adjoint.kl-bound is now --offpolicy.kl-bound" in capsys.readouterr().err
+    # a moved setting the algorithm does not read is refused as before, under its new name
+    assert main(["train", "--algo", "reppo", "--env", "gymnax/Pendulum-v1", "--diffusion.trust-region", "none"]) == 2
+    assert "--reppo.trust-region" in capsys.readouterr().err
+
+
+def test_help_lists_the_trust_region_flags_with_the_algorithm(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--algo", "trudi", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--reppo.trust-region", "--reppo.kl-estimator", "--reppo.kl-samples", "--reppo.kl-paths"):
+        assert flag in text, flag
+    assert "--diffusion.trust-region" not in text and "--diffusion.kl-samples" not in text
+    with pytest.raises(SystemExit):
+        main(["train", "--algo", "ppo", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("trust-region", "kl-samples", "kl-multiplier", "lambda-init", "kl-paths"):
+        assert f"--reppo.{flag}" not in text and f"--diffusion.{flag}" not in text, flag
+
+
 @pytest.mark.heavy(49)
 def test_eval_export_plot_on_a_run(tmp_path, capsys):
     import jax

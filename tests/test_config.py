@@ -97,11 +97,10 @@ def test_env_overrides_are_parsed_and_validated():
 
 
 @pytest.mark.parametrize("field, value, hint", [
-    ("kl_bound", 0.05, "--adjoint.kl-bound"),
-    ("kl_start", 1.0, "--adjoint.lambda-init"),
-    ("kl_min", 0.1, "--adjoint.trust-region"),
+    ("kl_start", 1.0, "--reppo.lambda-init"),
+    ("kl_min", 0.1, "--reppo.kl-multiplier"),
     ("entropy_target_mult", 0.5, "--adjoint.entropy-target-mult"),
-    ("actor_loss_mode", "full", "--adjoint.trust-region"),
+    ("actor_loss_mode", "full", "--reppo.kl-multiplier"),
 ])
 def test_amdp_refuses_reppo_settings_it_does_not_read(field, value, hint):
     """AMDP shares config.reppo with REPPO but has no KL multiplier or actor-loss rule of its own
@@ -116,6 +115,69 @@ def test_amdp_refuses_reppo_settings_it_does_not_read(field, value, hint):
         TrainConfig(algo="amdp", reppo=reppo).validate()
     for algo in ("reppo", "trudi", "amdp-backprop"):  # they read it
         TrainConfig(algo=algo, reppo=reppo).validate()
+
+
+REPPO_FAMILY = ("reppo", "trudi", "dime", "amdp", "amdp-backprop")
+
+
+@pytest.mark.parametrize("field, value, readers", [
+    ("trust_region", "none", {"trudi", "dime"}),
+    ("kl_estimator", "sampled", {"trudi", "dime"}),
+    ("kl_samples", 8, {"trudi", "dime"}),
+    ("kl_paths", "behaviour", {"trudi", "dime"}),
+    ("kl_multiplier", "dual", {"amdp"}),
+    ("lambda_init", 2.0, {"amdp"}),
+    ("kl_bound", 0.2, set(REPPO_FAMILY)),
+])
+def test_trust_region_settings_are_read_by_the_algorithms_that_enforce_them(field, value, readers):
+    """The trust-region settings live in the section of the algorithm that enforces them (--reppo.*,
+    diffrl.config.MOVED_FIELDS); an algorithm of the family that does not enforce one refuses it,
+    naming the algorithm that does."""
+    import dataclasses
+
+    from diffrl.algos.reppo_config import REPPOConfig
+
+    reppo = dataclasses.replace(REPPOConfig(), **{field: value})
+    flag = "--reppo." + field.replace("_", "-")
+    for algo in REPPO_FAMILY:
+        config = TrainConfig(algo=algo, reppo=reppo)
+        if algo in readers:
+            config.validate()
+        else:
+            with pytest.raises(ConfigError, match=f"{flag} .* has no effect with --algo {algo}: it "):
+                config.validate()
+
+
+def test_amdp_off_reads_its_drift_trust_region_from_its_own_section():
+    """amdp-off's trust region is its own (--offpolicy.kl-multiplier, --offpolicy.kl-bound): sac and
+    dime-off have none and refuse them; the learned 'dual' multiplier is on-policy AMDP's only."""
+    import dataclasses
+
+    from diffrl.algos.offpolicy_config import OffPolicyConfig
+
+    batch = {"num_envs": 8, "num_steps": 3}  # 48 gradient steps an iteration: a multiple of the policy delay
+    for changes in ({"kl_multiplier": "none"}, {"kl_bound": 0.2}):
+        offpolicy = dataclasses.replace(OffPolicyConfig(), **changes)
+        TrainConfig(algo="amdp-off", offpolicy=offpolicy, **batch).validate()
+        for algo in ("sac", "dime-off"):
+            with pytest.raises(ConfigError, match=f"has no effect with --algo {algo}: it sets amdp-off's"):
+                TrainConfig(algo=algo, offpolicy=offpolicy, **batch).validate()
+    with pytest.raises(ConfigError, match="--offpolicy.kl-multiplier must be closed_form or none"):
+        TrainConfig(algo="amdp-off", offpolicy=OffPolicyConfig(kl_multiplier="dual"), **batch).validate()
+
+
+def test_moved_fields_resolve_to_the_algorithms_section():
+    from diffrl.config import MOVED_FIELDS, moved_field
+
+    assert moved_field("adjoint.trust_region", "amdp") == "reppo.kl_multiplier"
+    assert moved_field("adjoint.trust_region", "amdp-off") == "offpolicy.kl_multiplier"
+    assert moved_field("adjoint.kl_bound", "amdp-off") == "offpolicy.kl_bound"
+    assert moved_field("adjoint.lambda_init", "amdp-off") == "reppo.lambda_init"  # amdp-off has none
+    assert moved_field("diffusion.kl_samples", "dime-off") == "reppo.kl_samples"
+    for old, new in MOVED_FIELDS.items():  # every new name is a field of the run config
+        section, _, name = new.partition(".")
+        assert hasattr(getattr(TrainConfig(), section), name), new
+        assert not hasattr(getattr(TrainConfig(), old.partition(".")[0]), old.partition(".")[2]), old
 
 
 @pytest.mark.parametrize("algo,flag,value", [

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from diffrl.policies import PathwisePolicy, dis_chain, require
-from diffrl.policies.diffusion import DiffusionAux, DiffusionPolicy, DiffusionPolicyConfig
+from diffrl.policies.diffusion import DiffusionAux, DiffusionPolicy, DiffusionPolicyConfig, DiffusionTrustRegion
 
 jax.config.update("jax_platforms", "cpu")
 
@@ -21,11 +21,16 @@ OBS, ACT, STEPS = 5, 3, 4
 
 SMALL_NET = {"num_steps": STEPS, "hidden": (16,), "num_frequencies": 4, "time_dim": 4}
 STRUCTURE = ("learn_dt", "per_step_dt", "learn_friction")  # the fields that change the params pytree
+TRUST_REGION = {"trust_region": "region", "kl_estimator": "kl_estimator", "kl_samples": "kl_samples",
+                "kl_paths": "kl_paths"}
+"""make()'s keywords that are the algorithm's trust region (--reppo.*) -> DiffusionTrustRegion's fields."""
 
 
 @functools.cache
 def _make(overrides: tuple):
-    policy = DiffusionPolicy(DiffusionPolicyConfig(**SMALL_NET, **dict(overrides)), ACT)
+    region = DiffusionTrustRegion(**{TRUST_REGION[k]: v for k, v in overrides if k in TRUST_REGION})
+    config = DiffusionPolicyConfig(**SMALL_NET, **{k: v for k, v in overrides if k not in TRUST_REGION})
+    policy = DiffusionPolicy(config, ACT, trust_region=region)
     return policy, _init(tuple((k, v) for k, v in overrides if k in STRUCTURE))
 
 
@@ -236,7 +241,11 @@ def test_behaviour_path_kl_equals_the_fresh_kl_along_the_same_old_chain():
     with pytest.raises(ValueError, match="kl_paths='behaviour' needs the stored acting chain"):
         stored.trust_region_kl(params, new, obs, key)
     with pytest.raises(ValueError, match="kl_paths must be one of"):
-        DiffusionPolicyConfig(kl_paths="old")
+        DiffusionTrustRegion(kl_paths="old")
+    # without the algorithm's trust region the policy only acts
+    bare = DiffusionPolicy(DiffusionPolicyConfig(**SMALL_NET), ACT)
+    with pytest.raises(ValueError, match="needs the algorithm's trust region"):
+        bare.trust_region_kl(params, new, obs, key)
 
 
 def test_deterministic_samplers_are_the_chains_of_the_initial_noise():
@@ -272,16 +281,18 @@ def test_retired_sampler_names_are_refused_with_the_new_name(old, new):
 
 
 def test_config_validation():
-    for bad in ({"squash": "sigmoid"}, {"kl_estimator": "exact"}, {"dual_uses": "prior"}, {"num_steps": 0}):
+    for bad in ({"squash": "sigmoid"}, {"dual_uses": "prior"}, {"num_steps": 0}):
         with pytest.raises(ValueError):
             DiffusionPolicyConfig(**bad)
+    with pytest.raises(ValueError):
+        DiffusionTrustRegion(kl_estimator="exact")
     policy, _ = make()
     assert policy.dt_init == pytest.approx(1 / STEPS)
     assert policy.erf_scale == pytest.approx(1 / (math.sqrt(2) * 2.5))
 
 
 def test_trust_region_modes_action_and_none():
-    """TruDi's ablation (--diffusion.trust-region): 'action' bounds the unbiased moment-matched KL of
+    """TruDi's ablation (--reppo.trust-region): 'action' bounds the unbiased moment-matched KL of
     the action marginals (E12), 0 at equal params, gradient only into the new params; 'none' hands the
     loss 0 and still logs how far the path moved (the trajectory KL of 'trajectory')."""
     traj, params = make(learn_dt=True, per_step_dt=True, kl_samples=8)
@@ -319,21 +330,30 @@ def test_trust_region_modes_action_and_none():
 
 
 def test_action_trust_region_config_is_checked():
-    with pytest.raises(ValueError, match="kl_samples >= 6"):
-        DiffusionPolicyConfig(trust_region="action", kl_samples=5).check_trust_region()
-    DiffusionPolicyConfig(trust_region="action", kl_samples=6).check_trust_region()
-    # refused when dime or trudi is built to train, not when a stored policy is loaded to act
-    DiffusionPolicy(DiffusionPolicyConfig(trust_region="action", kl_samples=4), ACT)
+    """The trust region is the algorithm's: its settings are checked with the run config (--reppo.*, one
+    line each, before anything is built) and by DiffusionTrustRegion; a policy loaded to act has none."""
+    with pytest.raises(ValueError, match="kl_samples must be >= 1, and >= 6"):
+        DiffusionTrustRegion(region="action", kl_samples=5)
+    DiffusionTrustRegion(region="action", kl_samples=6)
+    with pytest.raises(ValueError, match="kl_paths='behaviour'"):
+        DiffusionTrustRegion(region="action", kl_samples=8, kl_paths="behaviour")
+    with pytest.raises(ValueError, match="trust region must be one of"):
+        DiffusionTrustRegion(region="final")
     from diffrl.config import ConfigError
     from diffrl.core.build import build
     from diffrl.config.presets import resolve
 
     for algo in ("dime", "trudi"):
         config = resolve(algo, "gymnax/Pendulum-v1", None)
-        config = config.replace(diffusion=dataclasses.replace(config.diffusion, trust_region="action", kl_samples=4))
-        with pytest.raises(ConfigError, match=f"--algo {algo}: .*kl_samples >= 6"):
+        config = config.replace(reppo=dataclasses.replace(config.reppo, trust_region="action", kl_samples=4))
+        with pytest.raises(ConfigError, match="--reppo.trust-region action .* needs --reppo.kl-samples >= 6"):
             build(config)
-    with pytest.raises(ValueError, match="kl_paths='behaviour'"):
-        DiffusionPolicyConfig(trust_region="action", kl_samples=8, kl_paths="behaviour")
-    with pytest.raises(ValueError, match="trust_region must be one of"):
-        DiffusionPolicyConfig(trust_region="final")
+    config = resolve("trudi", "gymnax/Pendulum-v1", None)
+    for changes, message in (({"trust_region": "action", "kl_samples": 8, "kl_paths": "behaviour"},
+                              "--reppo.kl-paths behaviour .* applies to trajectory and none"),
+                             ({"trust_region": "final"}, "--reppo.trust-region must be one of trajectory, action"),
+                             ({"kl_estimator": "exact"}, "--reppo.kl-estimator must be one of"),
+                             ({"kl_paths": "old"}, "--reppo.kl-paths must be one of"),
+                             ({"kl_samples": 0}, "--reppo.kl-samples must be >= 1")):
+        with pytest.raises(ConfigError, match=message):
+            config.replace(reppo=dataclasses.replace(config.reppo, **changes)).validate()

@@ -495,7 +495,7 @@ def test_reversal_ode_is_deterministic_and_keeps_prior_with_zero_control():
     assert np.all(contracted < 0.8 * SIGMA0)
 
 
-K_PRESET = 8  # the dime preset's diffusion.kl_samples
+K_PRESET = 8  # the dime preset's reppo.kl_samples
 STATES = 50_000  # independent states, each estimated from K_PRESET old and new end points
 
 

@@ -1,5 +1,6 @@
 """DPPO (Ren et al. 2024) on the DIME chain: its per-step ratio terms against a plain loop, the floor
 on the denoising noise, the denoising discount, and its wiring (presets, refused settings)."""
+import dataclasses
 import math
 
 import jax
@@ -65,8 +66,11 @@ def test_dppo_registration_presets_and_refused_settings():
     config = resolve("dppo", "gymnax/Pendulum-v1", None)
     assert config.preset == "dppo-gymnax" and config.diffusion.hidden == (64, 64)
     assert unused_setting_errors(config) == []
-    bad = config.replace(diffusion=DiffusionPolicyConfig(**{**config.diffusion.__dict__, "trust_region": "none"}))
-    assert any("--diffusion.trust-region" in e and "clip" in e for e in unused_setting_errors(bad))
+    # DPPO's trust region is PPO's clip: TruDi's trust-region settings are the reppo section's, which it
+    # does not read
+    bad = config.replace(reppo=dataclasses.replace(config.reppo, trust_region="none"))
+    assert any("--reppo.trust-region" in e and "does not read the reppo section" in e
+               for e in unused_setting_errors(bad))
     trudi = resolve("trudi", "gymnax/Pendulum-v1", None)
     floored = trudi.replace(diffusion=DiffusionPolicyConfig(**{**trudi.diffusion.__dict__, "step_std_min": 0.1}))
     assert any("--diffusion.step-std-min" in e for e in unused_setting_errors(floored))

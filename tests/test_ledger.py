@@ -35,6 +35,42 @@ def test_hash_is_over_values_the_algorithm_reads_not_layout():
     assert config_hash(dataclasses.replace(config, total_env_steps=1)) != config_hash(config)
 
 
+# config_hash of presets (and presets with a moved setting changed) computed at commit 55494c5, before the
+# trust-region settings moved to the algorithm's section (diffrl.config.MOVED_FIELDS), with the old names
+# (diffusion.trust_region, adjoint.trust_region, adjoint.kl_bound). A deliberate change of a hashed
+# default changes them, as it makes the ledger's records stale.
+HASHES_BEFORE_THE_MOVE = {
+    "trudi-toy": "74015490f3e4ff25", "dime-toy": "247e4aa9c9164e09", "amdp-toy": "c127eed95e1dc217",
+    "amdp-backprop-toy": "0bd05bd361c29a9f", "amdp-off-gymnax": "c9c8af8504f1feba",
+    "dime-off-gymnax": "718be7693640330a", "dppo-toy": "1b5fb68bf2616b59", "reppo-toy": "823cb628409d2c7c",
+    "sac-gymnax": "6ec98ba123010700",
+}
+CHANGED_BEFORE_THE_MOVE = {  # (preset, new name, value): hash with the old name set to the value
+    ("trudi-toy", "reppo.trust_region", "none"): "0b44ae8ae3999474",
+    ("amdp-toy", "reppo.kl_multiplier", "none"): "484a177f0e5b118b",
+    ("amdp-toy", "reppo.kl_multiplier", "dual"): "6eafc582f26f020d",
+    ("amdp-toy", "reppo.kl_bound", 0.2): "046072e30fbd9998",
+    ("amdp-off-gymnax", "offpolicy.kl_bound", 0.2): "446f8a3d5e5777f5",
+}
+
+
+def test_moved_settings_hash_under_their_old_names():
+    """Records written before the trust-region settings moved stay valid: every algorithm with a moved
+    setting hashes as it did before the move (ledger_records._named_as_before_the_move)."""
+    from diffrl.config import TrainConfig
+    from diffrl.config.overrides import set_field
+    from diffrl.config.presets import apply_preset
+
+    for name, expected in HASHES_BEFORE_THE_MOVE.items():
+        assert config_hash(apply_preset(TrainConfig(), name)) == expected, name
+    for (name, dotted, value), expected in CHANGED_BEFORE_THE_MOVE.items():
+        config = set_field(apply_preset(TrainConfig(), name), dotted, value)
+        assert config_hash(config) == expected, (name, dotted, value)
+    settings = hashed_settings(apply_preset(TrainConfig(), "amdp-toy"))
+    assert settings["adjoint.kl_bound"] == 0.1 and "reppo.kl_bound" not in settings
+    assert not any(k.startswith(("reppo.kl_multiplier", "reppo.trust_region", "offpolicy.kl_")) for k in settings)
+
+
 def test_plan_cells_resolve_with_untuned_presets_and_whole_budgets():
     cells = ledger_plan.plan()
     assert len({c.cell_id for c in cells}) == len(cells)

@@ -127,8 +127,8 @@ def test_refused_settings():
     with pytest.raises(ConfigError, match="whole number of gradient steps"):
         build(_config("sac", offpolicy=dataclasses.replace(_config("sac").offpolicy, utd=0.3)))
     cfg = _config("amdp-off")
-    with pytest.raises(ConfigError, match="dual is not offered off-policy"):
-        build(cfg.replace(adjoint=dataclasses.replace(cfg.adjoint, trust_region="dual")))
+    with pytest.raises(ConfigError, match="--offpolicy.kl-multiplier must be closed_form or none"):
+        build(cfg.replace(offpolicy=dataclasses.replace(cfg.offpolicy, kl_multiplier="dual")))
     with pytest.raises(ConfigError, match="--adjoint.matching-steps"):
         build(cfg.replace(adjoint=dataclasses.replace(cfg.adjoint, matching_steps=2)))
     with pytest.raises(ConfigError, match="does not read the reppo section"):

@@ -94,6 +94,18 @@ def test_the_old_entropy_target_flag_is_refused_with_the_new_convention(capsys):
     assert "--reppo.entropy-target-mult" in capsys.readouterr().err
 
 
+def test_a_moved_field_is_set_under_its_new_name_with_a_note(capsys):
+    """--set with a trust-region setting's old name (diffrl.config.MOVED_FIELDS) sets the new field of the
+    config's algorithm, and says so."""
+    config = set_field(TrainConfig(algo="trudi"), "diffusion.trust-region", "action")
+    assert config.reppo.trust_region == "action"
+    assert "note: --set diffusion.trust_region is now --set reppo.trust_region" in capsys.readouterr().err
+    assert set_field(TrainConfig(algo="amdp"), "adjoint.kl_bound", "0.2").reppo.kl_bound == 0.2
+    off = set_field(TrainConfig(algo="amdp-off"), "adjoint.trust_region", "none", source="--override")
+    assert off.offpolicy.kl_multiplier == "none"
+    assert "note: --override adjoint.trust_region is now --override offpolicy.kl_multiplier" in capsys.readouterr().err
+
+
 def test_a_stored_old_entropy_target_loads_negated():
     from diffrl.algos.reppo_config import REPPOConfig
     from diffrl.plumbing.records import config_from_json

@@ -90,3 +90,109 @@ def test_sigterm_mid_run_leaves_a_loadable_checkpoint(tmp_path):
     assert path is not None and int(path.name) == summary["env_steps"]
     resumed = resume_config(out, total_env_steps=summary["env_steps"] + 2 * 512)
     assert Trainer(resumed).run()["env_steps"] == summary["env_steps"] + 2 * 512
+
+
+def _as_stored_before_the_trust_region_moved(config: dict) -> dict:
+    """A run config (config.json's "config") in the layout diffrl wrote before the trust-region settings
+    moved to the algorithm's section (commit 55494c5 and earlier): the chain's KL settings in
+    ``diffusion``, AMDP's drift trust region in ``adjoint``, no ``reppo.kl_multiplier``, ... Moved by hand,
+    key by key, not through diffrl.config.MOVED_FIELDS (which the loading under test uses)."""
+    old = json.loads(json.dumps(config))
+    reppo, offpolicy = old["reppo"], old["offpolicy"]
+    old["diffusion"].update(trust_region=reppo.pop("trust_region"), kl_estimator=reppo.pop("kl_estimator"),
+                            kl_samples=reppo.pop("kl_samples"), kl_paths=reppo.pop("kl_paths"))
+    drift = offpolicy if old["algo"] == "amdp-off" else reppo
+    old["adjoint"].update(trust_region=drift["kl_multiplier"], kl_bound=drift["kl_bound"],
+                          lambda_init=reppo.pop("lambda_init"))
+    reppo.pop("kl_multiplier"), offpolicy.pop("kl_multiplier"), offpolicy.pop("kl_bound")
+    if old["algo"] == "amdp":  # AMDP read its radius from adjoint; older AMDP presets carried REPPO's
+        reppo["kl_bound"] = 0.05
+    return old
+
+
+def test_a_run_stored_before_the_trust_region_moved_resumes_and_evaluates(tmp_path, capsys):
+    """A run directory whose config.json predates the move (diffrl.config.MOVED_FIELDS) loads with the
+    settings in their new place: `diffrl train --resume` continues it bit for bit as the uninterrupted run
+    (so the moved values, AMDP's radius 0.2 and its learned multiplier, are the ones used), `diffrl eval`
+    evaluates it, and its exported policy, stored with the moved fields, loads."""
+    import dataclasses
+    import warnings
+
+    import jax
+    import numpy as np
+
+    import diffrl
+    from diffrl.cli import main
+    from diffrl.core.run_dir import load_run_config
+
+    def amdp(out):
+        config = small("amdp", out)
+        return config.replace(reppo=dataclasses.replace(config.reppo, kl_bound=0.2, kl_multiplier="dual",
+                                                        lambda_init=2.0))
+
+    Trainer(amdp(tmp_path / "full")).run()
+    cut = tmp_path / "cut"
+    interrupted = Trainer(amdp(cut))
+    interrupted.progress_fn = lambda row: interrupted.request_stop() if row["env_steps"] == 1024 else None
+    assert interrupted.run()["interrupted"]
+    record = json.loads((cut / "config.json").read_text())
+    record["config"] = _as_stored_before_the_trust_region_moved(record["config"])
+    for segment in record.get("segments", []):
+        segment["config"] = _as_stored_before_the_trust_region_moved(segment["config"])
+    assert "kl_multiplier" not in record["config"]["reppo"] and record["config"]["adjoint"]["kl_bound"] == 0.2
+    (cut / "config.json").write_text(json.dumps(record))
+
+    with pytest.warns(UserWarning, match="adjoint.kl_bound -> reppo.kl_bound"):
+        loaded = load_run_config(cut)
+    assert (loaded.reppo.kl_bound, loaded.reppo.kl_multiplier, loaded.reppo.lambda_init) == (0.2, "dual", 2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["train", "--resume", str(cut), "--no-progress"]) == 0
+    assert rows(tmp_path / "full") == rows(cut)  # every metric, every evaluation, to the bit
+    changed = json.loads((cut / "config.json").read_text())["segments"][-1]["changed"]
+    assert not any(k.startswith(("adjoint.", "diffusion.", "reppo.")) for k in changed), changed  # only moved
+    capsys.readouterr()
+    assert main(["eval", str(cut), "--episodes", "2"]) == 0
+    assert "sde" in capsys.readouterr().out
+
+    # an export written before the move stored the drift trust region with the policy's config
+    info = json.loads((cut / "policy" / "policy.json").read_text())
+    info["config"].update(trust_region="dual", kl_bound=0.2, lambda_init=2.0)
+    (cut / "policy" / "policy.json").write_text(json.dumps(info))
+    with pytest.warns(UserWarning, match="trust_region \\(now reppo.kl_multiplier\\)"):
+        act = diffrl.load_policy(cut / "policy")
+    action = act(np.zeros((3, loaded_obs_size(cut)), np.float32), jax.random.PRNGKey(0))
+    assert action.shape[0] == 3 and np.all(np.abs(np.asarray(action)) <= 1)
+
+
+def loaded_obs_size(run_dir) -> int:
+    return int(json.loads((run_dir / "policy" / "policy.json").read_text())["obs_size"])
+
+
+def test_stored_trust_region_settings_load_where_each_algorithm_reads_them(tmp_path):
+    """load_run_config on configs stored before the move, per algorithm: TruDi's chain settings go to
+    reppo; amdp-off's drift trust region to its offpolicy section; REPPO's stored radius stays REPPO's
+    (TruDi never read adjoint.kl_bound)."""
+    from diffrl.config import TrainConfig
+    from diffrl.core.run_dir import load_run_config
+    from diffrl.plumbing.records import config_to_json
+
+    def stored(algo, **sections):
+        config = TrainConfig(algo=algo)
+        for name, changes in sections.items():
+            config = config.replace(**{name: getattr(config, name).__class__(
+                **{**getattr(config, name).__dict__, **changes})})
+        run = tmp_path / algo
+        run.mkdir()
+        old = _as_stored_before_the_trust_region_moved(config_to_json(config))
+        (run / "config.json").write_text(json.dumps({"config": old}))
+        with pytest.warns(UserWarning, match="read in their new place"):
+            return load_run_config(run)
+
+    trudi = stored("trudi", reppo={"trust_region": "none", "kl_samples": 2, "kl_paths": "behaviour",
+                                   "kl_bound": 0.3})
+    assert (trudi.reppo.trust_region, trudi.reppo.kl_samples, trudi.reppo.kl_paths) == ("none", 2, "behaviour")
+    assert trudi.reppo.kl_bound == 0.3
+    off = stored("amdp-off", offpolicy={"kl_multiplier": "none", "kl_bound": 0.4})
+    assert (off.offpolicy.kl_multiplier, off.offpolicy.kl_bound) == ("none", 0.4)
+    assert off.reppo == TrainConfig().reppo

@@ -89,7 +89,7 @@ DRY_RUN = Plan(
     sps_diffusion_steps=2, sps_repeats=2, learn_algos=("reppo",), learn_max_env_steps=8 * 4 * 4,
     learn_chunk_s=1.0, learn_chunk_iterations=2, learn_min_s=1.0, eval_envs=4,
     overrides=("reppo.num_minibatches=2", "reppo.num_epochs=1", "critic.hidden=32", "gaussian.hidden=(16,16)",
-               "adjoint.hidden=(16,16)", "diffusion.hidden=(16,16)", "diffusion.kl_samples=1"))
+               "adjoint.hidden=(16,16)", "diffusion.hidden=(16,16)", "reppo.kl_samples=1"))
 """Every part's code path at toy sizes. Compiling dominates a CPU's dry run, so it compiles as few programs
 as that takes: one diffusion contender (AMDP) in a, REPPO alone in b's second env count and in c."""
 

@@ -166,6 +166,26 @@ def _unknown_algo(algo: str) -> str | None:
     return None
 
 
+def moved_flags(argv: list[str], algo: str, command: str = "diffrl train") -> list[str]:
+    """``argv`` with every flag of a moved setting (:data:`diffrl.config.MOVED_FIELDS`) spelled as its new
+    flag for ``--algo algo`` (``--diffusion.trust-region`` -> ``--reppo.trust-region``, also in the
+    ``--flag=value`` form), each announced by a note on stderr. Runs before tyro parses, which knows
+    only the new flags."""
+    from diffrl.config import MOVED_FIELDS, moved_field
+    from diffrl.config.overrides import normalise_name
+
+    out = []
+    for arg in argv:
+        flag, sep, value = arg.partition("=")
+        name = normalise_name(flag[2:]) if flag.startswith("--") else None
+        if name in MOVED_FIELDS:
+            new = "--" + moved_field(name, algo).replace("_", "-")
+            print(f"{command}: note: {flag} is now {new}", file=sys.stderr)
+            arg = new + sep + value
+        out.append(arg)
+    return out
+
+
 def cmd_train(argv: list[str]) -> int:
     from diffrl.config import ConfigError, TrainConfig
     from diffrl.config.presets import resolve
@@ -177,6 +197,9 @@ def cmd_train(argv: list[str]) -> int:
         if name in RENAMED_FIELDS:
             print(f"diffrl train: {arg.split('=', 1)[0]} {RENAMED_FIELDS[name]}", file=sys.stderr)
             return 2
+    resuming = "--resume" in argv or any(a.startswith("--resume=") for a in argv)
+    if not resuming:  # a resumed run's algorithm is the stored one (_train_resume rewrites for it)
+        argv = moved_flags(argv, _preparse(argv)[0])
     argv = flag_values(argv)
     move_aside = "--move-aside" in argv
     argv = [a for a in argv if a != "--move-aside"]
@@ -249,6 +272,7 @@ def _train_resume(argv: list[str]) -> int:
     except (FileNotFoundError, ValueError, ExportError) as e:  # ExportError: a config of another version
         print(f"diffrl train: --resume {known.resume}: {e}", file=sys.stderr)
         return 2
+    rest = moved_flags(rest, defaults.algo)
     # the run's algorithm's flags on --help; otherwise every flag parses, so that one the run's algorithm
     # does not read, or a changed --algo, is refused below with its reason rather than as unknown
     config = _parse_config(defaults, rest, hide_unread=bool({"-h", "--help"} & set(rest)),

@@ -3,7 +3,7 @@
 # steps per seed, each algorithm's dmc-cpu preset), 5 seeds per run in one vmapped program.
 #   benchmarks/results/ablation/run.sh TASK JOBS...   e.g.  run.sh CartpoleSwingup trudi-trajectory dime
 # JOBS: trudi-trajectory trudi-action trudi-none amdp-closed_form amdp-dual amdp-none reppo ppo spo fpo fpo++ dppo
-# (trudi-action is `--algo dime`, the same code with --diffusion.trust-region action as its default).
+# (trudi-action is `--algo dime`, the same code with --reppo.trust-region action as its default).
 # Paper scale (GPU): PAPER=1 run.sh TASK JOBS... uses the paper presets (PPO family `*-dmc`, the others
 # `*-dmc-small`), 1024 envs per seed and 50M env steps, as benchmarks/suite.py --paper.
 # A job that was killed continues from its latest checkpoint when run.sh is run again (--resume); a job
@@ -16,8 +16,8 @@ for job in "$@"; do
   algo=${job%%-*}; mode=${job#*-}; set_args=()
   case $job in
     trudi-action) algo=dime ;;
-    trudi-none) set_args=(--set diffusion.trust_region=none) ;;
-    amdp-*) set_args=(--set adjoint.trust_region=$mode) ;;
+    trudi-none) set_args=(--set reppo.trust_region=none) ;;
+    amdp-*) set_args=(--set reppo.kl_multiplier=$mode) ;;
   esac
   scale=(--total-env-steps 98304 --num-evals 6)
   if [ "${PAPER:-0}" = 1 ]; then

@@ -12,11 +12,13 @@ targets and temperature dual (``soft_critic``, ``trust_region``) with a differen
     steps of u_theta(X_t, t, s) onto -sigma_t * adjoint / alpha at fresh reference-bridge
     draws (t, X_t) given X_1: no simulation of the chain and no backprop through it, so the
     update cost does not grow with the number of diffusion steps N;
-  * the trust region on the drift change (mean 1/2 ||u_theta - u_old||^2 <= eps), with the
-    multiplier from dual descent (``adjoint.trust_region = dual``: log_lambda is learned and
-    logged as ``dual/lambda``), from the per-minibatch closed-form solve (``closed_form``:
-    log_lambda is neither updated nor logged, the multiplier the loss used is ``am/lambda``)
-    or none; u_old is the policy at the start of the iteration.
+  * the trust region on the drift change (mean 1/2 ||u_theta - u_old||^2 <= eps = ``reppo.kl_bound``),
+    with the multiplier from dual descent (``reppo.kl_multiplier = dual``: log_lambda starts at
+    ``reppo.lambda_init``, is learned and logged as ``dual/lambda``), from the per-minibatch
+    closed-form solve (``closed_form``: log_lambda is neither updated nor logged, the multiplier the
+    loss used is ``am/lambda``) or none; u_old is the policy at the start of the iteration. The
+    trust region is the algorithm's: its builder hands it to the policy as a
+    :class:`~diffrl.policies.adjoint.DriftTrustRegion`.
 
 The policy must provide the adjoint-matching capability (:class:`AdjointMatchingPolicy`).
 """
@@ -32,6 +34,7 @@ from flax import struct
 
 from diffrl.algos.base import Rollout
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
+from diffrl.algos.reppo import CHAIN_KL_SETTINGS, DRIFT_MULTIPLIER_SETTINGS, REPPO
 from diffrl.algos.spec import AlgorithmSpec
 from diffrl.algos.soft_critic import (SoftActorCritic, critic_batch, critic_optimizer, critic_step, soft_targets,
                                       step_size, total_updates)
@@ -74,7 +77,7 @@ class AMDP(SoftActorCritic):
         actor = self.policy.init(key_actor, spec.obs_size)
         critic = self.critic.init(key_critic, jnp.zeros((1, spec.critic_size)), jnp.zeros((1, spec.action_size)))
         log_alpha = jnp.asarray(math.log(self.c.ent_start), jnp.float32)
-        log_lambda = jnp.asarray(math.log(self.policy.config.lambda_init), jnp.float32)
+        log_lambda = jnp.asarray(math.log(self.c.lambda_init), jnp.float32)
         return AMDPState(actor, critic, log_alpha, log_lambda, self.actor_optimizer.init(actor),
                          self.critic_optimizer.init(critic), self.dual_optimizer.init((log_alpha, log_lambda)))
 
@@ -101,7 +104,7 @@ class AMDP(SoftActorCritic):
 
     def update(self, state: AMDPState, batch: Rollout, key):
         c = self.c
-        mode = self.policy.config.trust_region
+        mode = c.kl_multiplier
         key_targets, key_epochs = jax.random.split(key)
         alpha = jnp.exp(state.log_alpha)
 
@@ -134,7 +137,7 @@ class AMDP(SoftActorCritic):
             log_alpha, log_lambda = duals
             loss = jnp.zeros(())
             if mode == "dual":
-                loss = loss + kl_multiplier_loss(log_lambda, drift_kl, self.policy.config.kl_bound)
+                loss = loss + kl_multiplier_loss(log_lambda, drift_kl, c.kl_bound)
             if c.learn_alpha:
                 loss = loss + temperature_loss(log_alpha, entropy, self.target_entropy)
             return loss
@@ -172,32 +175,44 @@ class AMDP(SoftActorCritic):
         return AMDPState(actor, critic_params, log_alpha, log_lambda, actor_opt, critic_opt, dual_opt), metrics
 
 
+def drift_trust_region(settings):
+    """AMDP's drift trust region from the algorithm's settings (``reppo``, or amdp-off's ``offpolicy``)."""
+    from diffrl.policies.adjoint import DriftTrustRegion
+
+    return DriftTrustRegion(multiplier=settings.kl_multiplier, kl_bound=settings.kl_bound)
+
+
 def make_amdp(config, spec: EnvSpec) -> AMDP:
     from diffrl.policies.adjoint import AdjointPolicy
 
-    return AMDP(config, spec, AdjointPolicy(config.adjoint, spec.action_size))
+    policy = AdjointPolicy(config.adjoint, spec.action_size, trust_region=drift_trust_region(config.reppo))
+    return AMDP(config, spec, policy)
 
 
 def make_amdp_backprop(config, spec: EnvSpec):
     """The reverse-KL baseline AMDP is measured against: REPPO's pathwise actor loss (alpha * log-pi bound
     - Q, backpropagated through the simulated chain) on AMDP's policy and reference process; the trust
     region uses the path KL of the chain."""
-    from diffrl.algos.reppo import REPPO
     from diffrl.policies.adjoint import AdjointPolicy
 
     return REPPO(config, spec, AdjointPolicy(config.adjoint, spec.action_size), name="amdp-backprop")
 
 
-# AMDP shares REPPO's critic, temperature and SGD settings but has its own trust region on the drift
-# (--adjoint.kl-bound, --adjoint.trust-region) and its own entropy target (--adjoint.entropy-target-mult):
-# REPPO's KL multiplier and actor-loss rule do not exist there.
+# AMDP shares REPPO's critic, temperature, SGD settings and trust-region radius (--reppo.kl-bound), but its
+# trust region is on the drift, with its own multiplier (--reppo.kl-multiplier, --reppo.lambda-init), and
+# its own entropy target (--adjoint.entropy-target-mult): REPPO's KL multiplier beta, its actor-loss rule
+# and the DIME chain's KL settings do not exist there.
 _REPPO_TRUST_REGION_UNREAD = {
-    "reppo.kl_bound": "its trust-region radius is --adjoint.kl-bound",
-    "reppo.kl_start": "its trust-region multiplier starts at --adjoint.lambda-init",
-    "reppo.kl_min": "its trust-region multiplier is chosen by --adjoint.trust-region",
+    **CHAIN_KL_SETTINGS,
+    "reppo.kl_start": "its trust-region multiplier starts at --reppo.lambda-init",
+    "reppo.kl_min": "its trust-region multiplier is chosen by --reppo.kl-multiplier",
     "reppo.entropy_target_mult": "its entropy target is --adjoint.entropy-target-mult",
-    "reppo.actor_loss_mode": "its trust-region rule is --adjoint.trust-region",
+    "reppo.actor_loss_mode": "its trust-region rule is --reppo.kl-multiplier",
 }
+
+# The backprop baseline is REPPO's update on AMDP's policy: REPPO's KL dual enforces its trust region (the
+# path KL of the chain, on one fresh old path); neither the drift multiplier nor the DIME chain's KL exists.
+_BACKPROP_UNREAD = {**CHAIN_KL_SETTINGS, **DRIFT_MULTIPLIER_SETTINGS}
 
 SPECS = (
     AlgorithmSpec("amdp", make_amdp, ("reppo", "adjoint", "critic"), "adjoint", "AMDP",
@@ -206,7 +221,7 @@ SPECS = (
                   cost_baselines=("reppo",), cost_headline=("reppo",), cost_default=True),
     AlgorithmSpec("amdp-backprop", make_amdp_backprop, ("reppo", "adjoint", "critic"), "adjoint", "backprop",
                   "the reverse-KL update through AMDP's chain that adjoint matching avoids",
-                  diffusion_steps="adjoint.num_steps", cost_baselines=("amdp", "reppo"), cost_headline=("amdp",),
-                  cost_default=True),
+                  unused_settings=_BACKPROP_UNREAD, diffusion_steps="adjoint.num_steps",
+                  cost_baselines=("amdp", "reppo"), cost_headline=("amdp",), cost_default=True),
 )
 """AMDP's and its backprop baseline's registrations (diffrl.algos.registry)."""

@@ -30,7 +30,8 @@ arXiv 2502.02316, off-policy recipe of github.com/ALRhub/DIME):
       adjoint matching on the REPLAYED terminal pre-squash actions X_1 (the regression target
       needs only X_1 and grad_a Q there: no chain is simulated or differentiated), the per-sample
       score clip a quantile over the drawn batch, and the drift trust region
-      (--adjoint.trust-region closed_form or none) against the actor at the start of the iteration;
+      (--offpolicy.kl-multiplier closed_form or none, radius --offpolicy.kl-bound) against the actor at
+      the start of the iteration;
   temperature: L = alpha sg(H - H*), H = -mean of the fresh next-state samples' dual_log_prob.
 Without target networks (CrossQ) the next-state values come from the same pass as the current ones.
 
@@ -65,6 +66,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from diffrl.algos.amdp import drift_trust_region
 from diffrl.algos.base import Rollout
 from diffrl.algos.spec import AlgorithmSpec
 from diffrl.algos.trudi import DPPO_ONLY_SETTINGS
@@ -371,9 +373,9 @@ class AdjointOffPolicy(OffPolicy):
 
     def __init__(self, config, spec, policy, name="amdp-off"):
         require(policy, AdjointMatchingPolicy, name)
-        if policy.config.trust_region == "dual":
-            raise ValueError("--adjoint.trust-region dual is not offered off-policy (its multiplier would need a "
-                             "dual step per iteration); use closed_form or none")
+        if config.offpolicy.kl_multiplier == "dual":
+            raise ValueError("--offpolicy.kl-multiplier dual is not offered off-policy (its multiplier would need "
+                             "a dual step per iteration); use closed_form or none")
         super().__init__(config, spec, policy, name, policy.config.entropy_target_mult)
 
     def stored_aux(self, aux) -> dict:
@@ -413,26 +415,26 @@ def make_dime_off(config, spec: EnvSpec) -> PathwiseOffPolicy:
 def make_amdp_off(config, spec: EnvSpec) -> AdjointOffPolicy:
     from diffrl.policies.adjoint import AdjointPolicy
 
-    return AdjointOffPolicy(config, spec, AdjointPolicy(config.adjoint, spec.action_size))
+    policy = AdjointPolicy(config.adjoint, spec.action_size, trust_region=drift_trust_region(config.offpolicy))
+    return AdjointOffPolicy(config, spec, policy)
 
+
+# Only amdp-off has a trust region off-policy (AMDP's, on the drift).
+_NO_DRIFT_TRUST_REGION = {f"offpolicy.{name}": "it sets amdp-off's drift trust region (--algo amdp-off)"
+                          for name in ("kl_multiplier", "kl_bound")}
 
 # DIME's off-policy recipe has no trust region; the noise floor and denoising discount are DPPO's.
-_DIME_OFF_UNREAD = {
-    **DPPO_ONLY_SETTINGS,
-    **{f"diffusion.{name}": "dime-off has no trust region (DIME's off-policy recipe)" for name in (
-        "trust_region", "kl_estimator", "kl_samples", "kl_paths")},
-}
+_DIME_OFF_UNREAD = {**DPPO_ONLY_SETTINGS, **_NO_DRIFT_TRUST_REGION}
 
 SPECS = (
     AlgorithmSpec("sac", make_sac, ("offpolicy", "gaussian"), "gaussian", "SAC",
                   "SAC (Haarnoja et al. 2018) on the off-policy core: tanh-Gaussian, automatic temperature",
-                  unused_settings={"gaussian.kl_samples": "SAC has no trust region"}, off_policy=True,
+                  unused_settings={"gaussian.kl_samples": "SAC has no trust region", **_NO_DRIFT_TRUST_REGION},
+                  off_policy=True,
                   cost_default=True),
     AlgorithmSpec("amdp-off", make_amdp_off, ("offpolicy", "adjoint"), "adjoint", "AMDP-off",
                   "AMDP's off-policy setting: reciprocal adjoint matching on replayed terminal actions",
                   unused_settings={
-                      "adjoint.lambda_init": "off-policy AMDP offers no learned multiplier (--adjoint.trust-region "
-                                             "closed_form or none)",
                       "adjoint.matching_steps": "each critic step's batch is fresh from the buffer; raise "
                                                 "--offpolicy.utd instead"},
                   diffusion_steps="adjoint.num_steps", off_policy=True, cost_baselines=("sac",),

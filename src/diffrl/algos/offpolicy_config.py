@@ -16,6 +16,8 @@ from dataclasses import dataclass
 CRITIC_KINDS = ("categorical", "scalar")
 ENSEMBLE_REDUCTIONS = ("mean", "min")
 CRITIC_NORMS = ("batch_renorm", "none")
+OFF_POLICY_KL_MULTIPLIERS = ("closed_form", "none")
+"""The drift trust region's multipliers amdp-off offers (adjoint_matching.TRUST_REGIONS less 'dual')."""
 
 
 @dataclass(frozen=True)
@@ -86,13 +88,20 @@ class OffPolicyConfig:
     """Critic steps during which batch renormalisation acts as plain batch norm (CrossQ: 100k)."""
     best_of_k: int = 16
     """Candidates scored by the learned Q in the best-of-k evaluation sampler."""
+    kl_multiplier: str = "closed_form"
+    """amdp-off: multiplier lambda of AMDP's drift trust region (Thilges et al. 2026, arXiv 2606.22630,
+    A6), against the actor at the start of the iteration: closed_form (solved per minibatch) or none.
+    AMDP's on-policy 'dual' (--reppo.kl-multiplier) is not offered: its learned multiplier would need
+    a dual step per iteration."""
+    kl_bound: float = 0.1
+    """amdp-off: eps, the bound on the mean drift KL (A5) per actor step."""
 
     def validate(self) -> None:
         problems = []
         for name in ("buffer_size", "batch_size", "policy_delay", "num_critics", "best_of_k"):
             if getattr(self, name) < 1:
                 problems.append(f"--offpolicy.{name.replace('_', '-')} must be >= 1 (got {getattr(self, name)})")
-        for name in ("utd", "actor_lr", "critic_lr", "alpha_lr", "ent_start"):
+        for name in ("utd", "actor_lr", "critic_lr", "alpha_lr", "ent_start", "kl_bound"):
             if not getattr(self, name) > 0:
                 problems.append(f"--offpolicy.{name.replace('_', '-')} must be positive (got {getattr(self, name)})")
         if self.learning_starts < 0 or self.actor_clip < 0 or self.critic_entropy_coef < 0 or self.renorm_warmup < 0:
@@ -112,6 +121,9 @@ class OffPolicyConfig:
         if self.critic == "categorical" and (self.num_bins < 2 or not self.vmax > self.vmin):
             problems.append(f"--offpolicy.num-bins must be >= 2 and vmax > vmin (got {self.num_bins}, "
                             f"[{self.vmin}, {self.vmax}])")
+        if self.kl_multiplier not in OFF_POLICY_KL_MULTIPLIERS:
+            problems.append(f"--offpolicy.kl-multiplier must be closed_form or none (got {self.kl_multiplier!r}; "
+                            "the learned 'dual' multiplier is on-policy AMDP's)")
         if not self.critic_hidden or any(h < 1 for h in self.critic_hidden):
             problems.append(f"--offpolicy.critic-hidden must be positive widths (got {self.critic_hidden})")
         if problems:

@@ -262,10 +262,6 @@ def make_spo(config, spec: EnvSpec) -> PPO:
     return make_ppo(config, spec, name="spo", policy_loss=spo_policy_loss)
 
 
-# DPPO's trust region is PPO's clip on the per-step ratios: the chain's trust-region settings are TruDi's.
-_DPPO_NO_TRUST_REGION = {f"diffusion.{name}": "DPPO's trust region is PPO's clip (--ppo.clip-eps)" for name in (
-    "trust_region", "kl_estimator", "kl_samples", "kl_paths")}
-
 SPECS = (
     AlgorithmSpec("ppo", make_ppo, ("ppo", "gaussian"), "gaussian", "PPO",
                   "PPO (Schulman et al. 2017): clipped surrogate, GAE, minibatch epochs", cost_baselines=("reppo",)),
@@ -280,7 +276,7 @@ SPECS = (
                   cost_baselines=("reppo",)),
     AlgorithmSpec("dppo", make_dppo, ("ppo", "diffusion"), "diffusion", "DPPO",
                   "DPPO (Ren et al. 2024): PPO on the denoising MDP of the DIME chain (per-step ratios)",
-                  unused_settings={**_DPPO_NO_TRUST_REGION, "diffusion.dual_uses": "DPPO has no temperature dual"},
+                  unused_settings={"diffusion.dual_uses": "DPPO has no temperature dual"},
                   diffusion_steps="diffusion.num_steps", cost_baselines=("reppo",)),
 )
 """The PPO family's registrations (diffrl.algos.registry)."""

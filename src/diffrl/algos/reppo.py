@@ -148,6 +148,21 @@ class REPPO(SoftActorCritic):
         return REPPOState(actor, critic_params, log_alpha, log_beta, actor_opt, critic_opt), metrics
 
 
+# The reppo section holds the trust-region settings of every algorithm in REPPO's family; each reads
+# those of its own trust region (a change of another's is refused with the reason).
+CHAIN_KL_SETTINGS = {
+    f"reppo.{name}": "it sets the trust-region KL of the DIME chain (--algo trudi, dime)"
+    for name in ("trust_region", "kl_estimator", "kl_samples", "kl_paths")}
+"""The DIME chain's trust-region settings: read by trudi and dime only."""
+DRIFT_MULTIPLIER_SETTINGS = {
+    "reppo.kl_multiplier": "it chooses the multiplier of AMDP's drift trust region (--algo amdp); "
+                           "REPPO's KL multiplier beta is a learned dual (--reppo.kl-start)",
+    "reppo.lambda_init": "it starts the learned multiplier of AMDP's drift trust region (--algo amdp); "
+                         "REPPO's KL multiplier beta starts at --reppo.kl-start",
+}
+"""AMDP's drift-multiplier settings: read by amdp only."""
+
+
 def make_reppo(config, spec: EnvSpec) -> REPPO:
     from diffrl.policies.gaussian import GaussianPolicy
 
@@ -157,6 +172,6 @@ def make_reppo(config, spec: EnvSpec) -> REPPO:
 SPECS = (
     AlgorithmSpec("reppo", make_reppo, ("reppo", "gaussian", "critic"), "gaussian", "REPPO",
                   "REPPO (Voelcker et al. 2025): max-entropy pathwise actor-critic with a KL trust region",
-                  cost_default=True),
+                  unused_settings={**CHAIN_KL_SETTINGS, **DRIFT_MULTIPLIER_SETTINGS}, cost_default=True),
 )
 """REPPO's registration (diffrl.algos.registry); TruDi and DIME are in diffrl.algos.trudi."""

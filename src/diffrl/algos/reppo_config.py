@@ -1,13 +1,26 @@
-"""Settings of the max-entropy, Q-learning actor-critic family (REPPO, TruDi, AMDP).
+"""Settings of the max-entropy, Q-learning actor-critic family (REPPO, TruDi, DIME, AMDP).
 
 Defaults follow REPPO's reference ``config/reppo.yaml`` (Voelcker et al. 2025,
 github.com/cvoelcker/reppo): KL bound 0.1, initial beta 0.01, initial alpha 0.01, entropy
 target -0.5 * action dim, Adam 3e-4 with global-norm clip 0.5, gamma 0.99, lambda 0.95.
+
+The trust region is the algorithm's, so all of its settings are here, whatever policy it bounds:
+the radius eps (``kl_bound``), REPPO's KL dual beta (``kl_start``, ``kl_min``, ``actor_loss_mode``),
+what TruDi's chain bounds and how its KL is estimated (``trust_region``, ``kl_estimator``,
+``kl_samples``, ``kl_paths``; TruDi, Le et al. 2026, arXiv 2606.15260) and the multiplier of AMDP's
+drift trust region (``kl_multiplier``, ``lambda_init``; AMDP, Thilges et al. 2026, arXiv 2606.22630).
+Each algorithm reads the ones its update uses (the rest are its ``AlgorithmSpec.unused_settings``);
+the builders hand them to the policy (``policies.diffusion.DiffusionTrustRegion``,
+``policies.adjoint.DriftTrustRegion``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
+
+from diffrl.maths.adjoint_matching import TRUST_REGIONS as KL_MULTIPLIERS
+from diffrl.policies.dis_chain import MIN_ACTION_KL_SAMPLES
+from diffrl.policies.diffusion import KL_ESTIMATORS, KL_PATHS, TRUST_REGIONS
 
 
 @dataclass(frozen=True)
@@ -37,7 +50,8 @@ class REPPOConfig:
     num_minibatches: int = 32
     """Minibatches per epoch; must divide num_envs * num_steps."""
     kl_bound: float = 0.1
-    """Trust-region radius eps on the per-state KL(old || new)."""
+    """Trust-region radius eps: on the per-state KL(old || new) (REPPO, TruDi, DIME), or on the mean
+    drift KL of an update (AMDP, eq. A5)."""
     kl_start: float = 0.01
     """Initial KL multiplier beta."""
     kl_min: float = 0.0
@@ -59,6 +73,31 @@ class REPPOConfig:
     actor_loss_mode: str = "clipped"
     """Trust-region rule: clipped (states over the bound contribute beta * KL only), full
     (value/entropy term + beta * KL always) or value (no KL term; ablation)."""
+    trust_region: str = "trajectory"
+    """What the trust region of the DIME chain bounds (TruDi's ablation): 'trajectory' (TruDi: the KL
+    of the whole denoising path, E8, an upper bound on the action KL), 'action' (the action marginals
+    only: the KL of their moment-matched Gaussians, estimated without bias from K >= 6 old and K new
+    end points, E12; the `dime` algorithm's presets) or 'none' (plain DIME: the KL returned to the
+    loss is 0; the trajectory KL is still logged)."""
+    kl_estimator: str = "closed_form"
+    """The DIME chain's trajectory KL returned to the loss: 'closed_form' per-step Gaussian KL (E9) or
+    the 'sampled' log-ratio."""
+    kl_samples: int = 4
+    """K old-policy paths per state for the DIME chain's trajectory KL (reference JAX 4); read with
+    ``kl_paths="fresh"`` only. The 'action' trust region draws K old and K new chains (K >= 6: the
+    variance of its estimate is infinite below that; the dime presets use 8)."""
+    kl_paths: str = "fresh"
+    """Old paths the DIME chain's trajectory KL is measured along: 'fresh' (K chains simulated per
+    state and SGD step, the reference) or 'behaviour' (the acting chain stored in the rollout, one per
+    state: unbiased, as it is a draw of the old policy at that state, and cheaper since the old chain
+    is not simulated again; docs/benchmarks.md gives both costs)."""
+    kl_multiplier: str = "closed_form"
+    """Multiplier lambda of AMDP's drift trust region (A6): dual (learned log lambda, logged as
+    dual/lambda), closed_form (solved per minibatch; the algorithm's log lambda is then unused) or
+    none. am/lambda logs the multiplier the loss used in every mode."""
+    lambda_init: float = 1.0
+    """Initial multiplier of AMDP's dual mode (``kl_multiplier="dual"``), relative to the mean
+    matching weight."""
     learn_alpha: bool = True
     """Adapt the temperature by dual descent toward the entropy target."""
     best_of_k: int = 16
@@ -71,7 +110,7 @@ class REPPOConfig:
 
     def validate(self) -> None:
         problems = []
-        for name in ("actor_lr", "critic_lr", "max_grad_norm", "kl_bound", "kl_start", "ent_start"):
+        for name in ("actor_lr", "critic_lr", "max_grad_norm", "kl_bound", "kl_start", "ent_start", "lambda_init"):
             if not getattr(self, name) > 0:
                 problems.append(f"--reppo.{name.replace('_', '-')} must be positive (got {getattr(self, name)})")
         if not 0 <= self.kl_min:
@@ -87,13 +126,35 @@ class REPPOConfig:
             problems.append(f"--reppo.gamma must be in (0, 1] (got {self.gamma})")
         if not 0 <= self.td_lambda <= 1:
             problems.append(f"--reppo.td-lambda must be in [0, 1] (got {self.td_lambda})")
-        if self.num_epochs < 1 or self.num_minibatches < 1 or self.best_of_k < 1 or self.next_action_samples < 1:
-            problems.append("--reppo.num-epochs, --reppo.num-minibatches, --reppo.best-of-k and "
-                            "--reppo.next-action-samples must be >= 1")
+        if (self.num_epochs < 1 or self.num_minibatches < 1 or self.best_of_k < 1 or self.next_action_samples < 1
+                or self.kl_samples < 1):
+            problems.append("--reppo.num-epochs, --reppo.num-minibatches, --reppo.best-of-k, "
+                            "--reppo.next-action-samples and --reppo.kl-samples must be >= 1")
         if self.actor_loss_mode not in ("clipped", "full", "value"):
             problems.append(f"--reppo.actor-loss-mode must be clipped, full or value (got {self.actor_loss_mode!r})")
+        problems.extend(self._trust_region_errors())
         if problems:
             raise ValueError("; ".join(problems))
+
+    def _trust_region_errors(self) -> list[str]:
+        """The DIME chain's and AMDP's trust-region settings: known names, and a trust region that can be
+        estimated as configured (checked on the whole config: presets and --set change trust_region and
+        kl_samples one at a time)."""
+        problems = []
+        for name, allowed in (("trust_region", TRUST_REGIONS), ("kl_estimator", KL_ESTIMATORS),
+                              ("kl_paths", KL_PATHS), ("kl_multiplier", KL_MULTIPLIERS)):
+            if getattr(self, name) not in allowed:
+                problems.append(f"--reppo.{name.replace('_', '-')} must be one of {', '.join(allowed)} "
+                                f"(got {getattr(self, name)!r})")
+        if self.trust_region == "action" and self.kl_paths == "behaviour":
+            problems.append("--reppo.trust-region action draws K fresh old and new chains per state; "
+                            "--reppo.kl-paths behaviour (one stored path) applies to trajectory and none")
+        if self.trust_region == "action" and 1 <= self.kl_samples < MIN_ACTION_KL_SAMPLES:
+            problems.append("--reppo.trust-region action estimates the KL of K old and K new end points' "
+                            "moment-matched Gaussians, whose variance is infinite for K < "
+                            f"{MIN_ACTION_KL_SAMPLES}: it needs --reppo.kl-samples >= {MIN_ACTION_KL_SAMPLES} "
+                            f"(got {self.kl_samples}; the dime presets use 8)")
+        return problems
 
     def batch_errors(self, batch_size: int) -> list[str]:
         if self.num_minibatches >= 1 and batch_size % self.num_minibatches:

@@ -59,11 +59,11 @@ def _preset(algo: str, scale: str) -> Preset:
         else:
             own["reppo.entropy_target_mult"] = TRUDI_ENTROPY_TARGET_MULT
     if algo == "dime":
-        settings[DIME] = {"diffusion.trust_region": "action", "diffusion.kl_samples": 8}
+        settings[DIME] = {"reppo.trust_region": "action", "reppo.kl_samples": 8}
     source, widths = actor_widths(scale)
     settings[source] = {"diffusion.hidden": widths}
     if algo == "trudi" and scale in CPU_SCALES:
-        settings[ONE_KL_PATH] = {"diffusion.kl_samples": 1}
+        settings[ONE_KL_PATH] = {"reppo.kl_samples": 1}
     if reppo.get("critic.vmax") == 150.0:
         settings[DIME_SUPPORT] = {"critic.vmin": -100.0, "critic.vmax": 200.0, "critic.num_bins": 301}
     settings.update(tuned)

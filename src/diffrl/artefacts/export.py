@@ -18,7 +18,10 @@ Exports written before a policy renamed a sampler or a config field load with th
 (a warning says so; the computation is the same): a stored default sampler is mapped through the
 policy's ``renamed_samplers`` and stored config fields through the config class's
 ``renamed_fields`` (TruDi: "ode" -> "reversal-ode", "ode-c" -> "noise-free", ``ode_coef`` ->
-``noise_free_coef``). An old sampler name passed explicitly is refused, naming the new one.
+``noise_free_coef``). An old sampler name passed explicitly is refused, naming the new one. Fields
+that have since moved to the training algorithm's settings (the config class's ``moved_fields``: the
+chain's and the drift's trust region, ``diffrl.config.MOVED_FIELDS``) are dropped with a warning:
+acting never read them.
 
 The policy object is rebuilt from ``kind`` + config through :data:`POLICY_KINDS`, a
 registry of (module, policy class, config class) names imported lazily, so new policy

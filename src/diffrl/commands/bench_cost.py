@@ -148,18 +148,15 @@ def parse_algos(text: str, setting: str = "on-policy") -> tuple[str, ...]:
 def _override(config: TrainConfig, item: str) -> TrainConfig:
     from diffrl.config.overrides import set_field, split_override
 
-    from diffrl.algos.registry import ALGORITHM_SECTIONS, CONFIG_SECTIONS
+    from diffrl.algos.registry import without_unused_settings
 
     key, text = split_override(item, "--set")
     if key in FLAG_OWNED:
         raise ConfigError(f"--set {key}: use the dedicated flag (--env, --num-envs, --diffusion-steps...)")
-    section = key.split(".")[0]
     config = set_field(config, key, text, source="--set")  # checks name and type for every contender
-    if section in CONFIG_SECTIONS and section not in ALGORITHM_SECTIONS.get(config.algo, (section,)):
-        # one --set list sizes every contender: a section this one does not read stays at its default
-        default = type(getattr(config, section))()
-        config = dataclasses.replace(config, **{section: default})
-    return config
+    # one --set list sizes every contender: a setting this one does not read (a section it does not read,
+    # or a field of a shared section it ignores, e.g. TruDi's --reppo.kl-samples for REPPO) stays at its default
+    return without_unused_settings(config)[0]
 
 
 def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainConfig:

@@ -10,18 +10,21 @@ value that does not fit is refused with the field, the expected type and the val
 
 Accepted text: ``true/false/yes/no/1/0`` (bool), Python literals or bare words (str), ``none``
 (optional fields), and for tuples ``64,64``, ``(64, 64)``, ``[64, 64]`` or one element ``64``.
-Dotted names may use dashes as the command line does (``reppo.kl-bound``).
+Dotted names may use dashes as the command line does (``reppo.kl-bound``). A name that has moved to
+another section (:data:`diffrl.config.MOVED_FIELDS`: ``diffusion.trust_region`` is now
+``reppo.trust_region``) sets the new field, with a note on stderr.
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
 import functools
+import sys
 import types
 import typing
 from typing import Any
 
-from diffrl.config import ConfigError
+from diffrl.config import MOVED_FIELDS, ConfigError, moved_field
 
 RENAMED_FIELDS = {
     "reppo.target_entropy_mult": "it is now --reppo.entropy-target-mult, with H* = value x action dim "
@@ -69,6 +72,10 @@ def set_field(config: Any, dotted: str, value: Any, source: str = "--set") -> An
     dotted = normalise_name(dotted)
     if dotted in RENAMED_FIELDS:
         raise ConfigError(f"{source} {dotted}: {RENAMED_FIELDS[dotted]}")
+    if dotted in MOVED_FIELDS and hasattr(config, "algo"):
+        new = moved_field(dotted, config.algo)
+        print(f"diffrl: note: {source} {dotted} is now {source} {new}", file=sys.stderr)
+        dotted = new
     return _set(config, dotted, value, dotted, source)
 
 

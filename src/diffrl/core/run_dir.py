@@ -74,16 +74,19 @@ def load_run_config(run_dir: str | Path):
 
     Evaluation samplers stored under names since retired (:data:`RENAMED_EVAL_SAMPLERS`) are
     mapped to the new names with a warning: the computation is the same, and a resumed run logs
-    them under the new names from then on.
+    them under the new names from then on. Settings stored in the section they have since moved
+    out of (:data:`diffrl.config.MOVED_FIELDS`) are read in their new place, with a warning.
     """
     from diffrl.algos.registry import without_unused_settings
-    from diffrl.config import RENAMED_EVAL_SAMPLERS, TrainConfig, config_type
+    from diffrl.config import RENAMED_EVAL_SAMPLERS, TrainConfig, config_type, move_stored_fields
     from diffrl.plumbing.records import config_from_json
 
     path = Path(run_dir) / "config.json"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a diffrl run directory (no config.json)")
-    stored = json.loads(path.read_text())["config"]
+    stored, moves = move_stored_fields(json.loads(path.read_text())["config"])
+    if moves:
+        warnings.warn(f"{run_dir}: stored settings read in their new place: {', '.join(moves)}", stacklevel=2)
     # the class of its algorithm: one registered from outside diffrl may add config sections of its own
     config = config_from_json(config_type(stored.get("algo", TrainConfig.algo)), stored)
     config, unused = without_unused_settings(config)

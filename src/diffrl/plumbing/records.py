@@ -81,9 +81,17 @@ def config_from_json(config_class: type, fields: dict) -> Any:
     old -> (new, "negated") when the convention's sign changed) is read under its new name with a
     warning, so configs stored before the rename load. A field added later and absent from the stored
     config takes the value of the class attribute ``absent_field_values`` (name -> value), if it has
-    one, rather than its default: the behaviour the stored policy was trained with.
+    one, rather than its default: the behaviour the stored policy was trained with. A field that moved
+    to another config (the class attribute ``moved_fields``, name -> its new dotted name: a policy's
+    trust-region settings, now the algorithm's) is dropped with a warning: the stored config alone
+    (an export's policy) never read it.
     """
     known = {f.name: f for f in dataclasses.fields(config_class)}
+    moved = {k: v for k, v in getattr(config_class, "moved_fields", {}).items() if k in fields and k not in known}
+    if moved:
+        warnings.warn(f"{config_class.__name__}: stored field(s) now set by the training algorithm are not "
+                      "read: " + ", ".join(f"{old} (now {new})" for old, new in moved.items()), stacklevel=2)
+        fields = {k: v for k, v in fields.items() if k not in moved}
     renamed = {}
     for old, new in getattr(config_class, "renamed_fields", {}).items():
         new_name, how = (new, None) if isinstance(new, str) else new
@@ -320,19 +328,21 @@ def current_command() -> list[str]:
     return list(_COMMAND) if _COMMAND is not None else list(sys.argv)
 
 
-def _segments(previous: dict | None, config: dict, began_at: int) -> list[dict]:
+def _segments(previous: dict | None, config: dict, began_at: int, relayout=None) -> list[dict]:
     """The run's segments so far plus the one starting now at env step ``began_at``.
 
     Segments that began at or after ``began_at`` were trained past the restored checkpoint
     (their steps are recomputed now, their rows were dropped from metrics.jsonl): they are
-    superseded by this one. A record written before segments were kept becomes one segment."""
+    superseded by this one. A record written before segments were kept becomes one segment.
+    ``relayout`` puts a config stored by an older diffrl in the current layout before its changes
+    are listed (a setting that only moved section has not changed)."""
     old = []
     if previous:
         old = previous.get("segments") or [{
             "began_at_env_steps": 0, "config": previous.get("config", {}), "command": previous.get("command"),
             "created": previous.get("created"), "git_commit": previous.get("git_commit"), "changed": {}}]
     old = [s for s in old if s["began_at_env_steps"] < began_at]
-    changed = config_changes(old[-1]["config"], config) if old else {}
+    changed = config_changes((relayout or (lambda c: c))(old[-1]["config"]), config) if old else {}
     return old + [{"began_at_env_steps": began_at, "config": config, "command": current_command(),
                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": git_commit(),
                    "changed": changed}]
@@ -364,7 +374,7 @@ def write_run_record(run_dir: Path, config: Any, extra: dict | None = None, bega
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": current_command(),
         "run_id": (previous or {}).get("run_id") if previous else uuid.uuid4().hex,
-        "segments": _segments(previous, resolved, began_at),
+        "segments": _segments(previous, resolved, began_at, getattr(type(config), "in_current_layout", None)),
     }
     if extra:
         record.update(extra)

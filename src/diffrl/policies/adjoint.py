@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -85,15 +85,6 @@ class AdjointPolicyConfig:
     """Absolute cap of the per-sample score norm."""
     loss_sigma_power: float = -1.0
     """p in the matching weight w(t) = alpha^2 sigma_t^p (A4); -1 as in the port."""
-    trust_region: str = "closed_form"
-    """Multiplier of the drift trust region (A6): dual (learned log lambda, logged as
-    dual/lambda), closed_form (solved per minibatch; the algorithm's log lambda is then unused)
-    or none. am/lambda logs the multiplier the loss used in every mode."""
-    kl_bound: float = 0.1
-    """eps, the bound on the mean drift KL (A5) per update."""
-    lambda_init: float = 1.0
-    """Initial multiplier of the dual mode, relative to the mean matching weight (the
-    algorithm owns log_lambda)."""
     matching_steps: int = 1
     """Gradient steps per minibatch of stored (s, X_1, score), each with fresh bridge draws
     (t, X_t); >1 reuses the critic gradients without simulating or querying Q again."""
@@ -105,11 +96,15 @@ class AdjointPolicyConfig:
     """Entropy target H* = entropy_target_mult * action_size for the temperature dual (the same
     convention as --reppo.entropy-target-mult)."""
 
+    moved_fields: ClassVar[dict[str, str]] = {
+        "trust_region": "reppo.kl_multiplier", "kl_bound": "reppo.kl_bound", "lambda_init": "reppo.lambda_init"}
+    """Fields that moved to the algorithm that enforces them (diffrl.config.MOVED_FIELDS; amdp-off's
+    home is its offpolicy section): a policy config stored with them (an export) loads without them,
+    as acting never read them."""
+
     def validate(self) -> None:
         if self.num_steps < 1:
             raise ValueError("adjoint.num_steps must be >= 1")
-        if self.trust_region not in am.TRUST_REGIONS:
-            raise ValueError(f"adjoint.trust_region must be one of {am.TRUST_REGIONS}, got {self.trust_region!r}")
         if self.bridge_time not in BRIDGE_TIMES:
             raise ValueError(f"adjoint.bridge_time must be one of {BRIDGE_TIMES}, got {self.bridge_time!r}")
         check_architecture(self.arch, self.hidden, self.matmul_dtype, "adjoint")
@@ -117,9 +112,30 @@ class AdjointPolicyConfig:
             raise ValueError(f"adjoint.control_bound must be >= 0 (got {self.control_bound})")
         if not 0.0 < self.grad_clip_quantile <= 1.0:
             raise ValueError("adjoint.grad_clip_quantile must be in (0, 1]")
-        if self.kl_bound <= 0.0 or self.lambda_init <= 0.0 or self.matching_steps < 1:
-            raise ValueError("adjoint.kl_bound, lambda_init must be > 0 and matching_steps >= 1")
+        if self.matching_steps < 1:
+            raise ValueError("adjoint.matching_steps must be >= 1")
         ReferenceSDE(self.sigma_min, self.sigma_max)
+
+
+@dataclass(frozen=True)
+class DriftTrustRegion:
+    """The trust region on the drift (A5, A6) that the algorithm fitting the policy by adjoint matching
+    enforces (AMDP, arXiv 2606.22630): handed to :class:`AdjointPolicy` by its builder from the
+    algorithm's settings (``--reppo.kl-multiplier``, ``--reppo.kl-bound``; amdp-off's
+    ``--offpolicy.*``), which document each."""
+
+    multiplier: str = "closed_form"
+    """How the multiplier lambda is chosen: dual (the algorithm's learned log lambda), closed_form
+    (solved per minibatch, A6) or none."""
+    kl_bound: float = 0.1
+    """eps, the bound on the mean drift KL (A5) per update."""
+
+    def __post_init__(self):
+        if self.multiplier not in am.TRUST_REGIONS:
+            raise ValueError(f"the drift trust region's multiplier must be one of {am.TRUST_REGIONS}, "
+                             f"got {self.multiplier!r}")
+        if not self.kl_bound > 0.0:
+            raise ValueError(f"the drift trust region's kl_bound must be > 0 (got {self.kl_bound})")
 
 
 @struct.dataclass
@@ -141,10 +157,13 @@ class AdjointPolicy:
     acting_sampler = "sde"
     """The evaluation sampler that reproduces ``sample`` (acting) from the same draws."""
 
-    def __init__(self, config: AdjointPolicyConfig, action_size: int):
+    def __init__(self, config: AdjointPolicyConfig, action_size: int, trust_region: DriftTrustRegion | None = None):
+        """``trust_region``: the drift trust region of the algorithm that calls :meth:`matching_loss`
+        (amdp, amdp-off); None for one that does not (acting only, amdp-backprop)."""
         config.validate()
         self.config = config
         self.action_size = action_size
+        self.trust_region = trust_region
         self.ref = ReferenceSDE(config.sigma_min, config.sigma_max)
         self.net = ControlNet(
             action_size=action_size,
@@ -277,15 +296,18 @@ class AdjointPolicy:
         alpha: jax.Array,
         log_lambda: jax.Array | float = 0.0,
     ) -> tuple[jax.Array, dict]:
-        """RAM loss with the configured trust region on one minibatch (B, ...).
+        """RAM loss with the algorithm's drift trust region (``trust_region``) on one minibatch (B, ...).
 
         Draws (t, X_t) from the reference bridge of the stored X_1 (``pre_squash``);
         ``score`` from :meth:`matching_scores`. See ``adjoint_matching.trust_region_matching_loss``.
         """
-        c = self.config
+        c, tr = self.config, self.trust_region
+        if tr is None:
+            raise ValueError("matching_loss needs the algorithm's drift trust region: build the policy with "
+                             "trust_region=DriftTrustRegion(...) (amdp and amdp-off do)")
         grid = c.num_steps if c.bridge_time == "grid" else None
         t, x_t = sample_bridge(key_bridge, self.ref, pre_squash, grid)
         return am.trust_region_matching_loss(
             self.control, params, old_params, obs, score, t, x_t, alpha, self.ref,
-            mode=c.trust_region, kl_bound=c.kl_bound, log_lambda=log_lambda, sigma_power=c.loss_sigma_power,
+            mode=tr.multiplier, kl_bound=tr.kl_bound, log_lambda=log_lambda, sigma_power=c.loss_sigma_power,
         )

@@ -17,11 +17,13 @@ learned step sizes, and implements :class:`~diffrl.policies.base.PathwisePolicy`
   :func:`dis_chain.fresh_path_kl`: the reference's values, cheaper to differentiate than its
   interleaved scan), ``"behaviour"`` reuses the acting chain the rollout stored (an old-policy draw
   at exactly that state, so the estimate stays unbiased; the same batched call and no call of the
-  old network). ``trust_region`` chooses what is bounded (TruDi's ablation, and the on-policy
+  old network). The region chooses what is bounded (TruDi's ablation, and the on-policy
   DIME baseline): "trajectory" as above; "action", the KL of the action marginals only, which has
   no closed form and is replaced by the KL of their moment-matched Gaussians (E12), estimated
   without bias (for Gaussian marginals; consistently otherwise) from K >= 6 old and K new chains on
-  common noise; "none", no trust region (the trajectory KL is logged).
+  common noise; "none", no trust region (the trajectory KL is logged). These are the training
+  algorithm's settings (``--reppo.trust-region``, ``--reppo.kl-paths``...): its builder hands them
+  to the policy as a :class:`DiffusionTrustRegion`.
 * ``eval_action`` samplers (:mod:`diffrl.policies.dis_chain`, eqs. E10, E11):
   - "sde": the acting chain (E4); its end point is the policy.
   - "reversal-ode": x_{n+1} = x_n + eta_n f / 2 (:func:`dis_chain.reversal_ode`), the
@@ -114,23 +116,6 @@ class DiffusionPolicyConfig:
     """Offset s of the cosine dt schedule."""
     schedule_min: float = 0.001
     """Floor m of the cosine dt schedule."""
-    trust_region: str = "trajectory"
-    """What the trust region bounds: 'trajectory' (TruDi: the KL of the whole denoising path, E8,
-    an upper bound on the action KL), 'action' (the action marginals only: the KL of their
-    moment-matched Gaussians, estimated without bias from K >= 6 old and K new end points, E12;
-    the `dime` algorithm's default) or 'none' (plain DIME: the KL
-    returned to the loss is 0; the trajectory KL is still logged). TruDi's ablation."""
-    kl_estimator: str = "closed_form"
-    """Trust-region KL returned: 'closed_form' per-step Gaussian KL or 'sampled' log-ratio."""
-    kl_samples: int = 4
-    """K old-policy paths per state for the trajectory KL (reference JAX 4); read with
-    ``kl_paths="fresh"`` only. The 'action' trust region draws K old and K new chains (K >= 6: the
-    variance of its estimate is infinite below that; the dime preset uses 8)."""
-    kl_paths: str = "fresh"
-    """Old paths the trajectory KL is measured along: 'fresh' (K chains simulated per state and
-    SGD step, the reference) or 'behaviour' (the acting chain stored in the rollout, one per
-    state: unbiased, as it is a draw of the old policy at that state, and cheaper since the old
-    chain is not simulated again; docs/benchmarks.md gives both costs)."""
     noise_free_coef: float = 1.0
     """Control scale c of the 'noise-free' evaluation sampler (reference shipped 1.0)."""
     step_std_min: float = 0.0
@@ -145,42 +130,58 @@ class DiffusionPolicyConfig:
 
     renamed_fields: ClassVar[dict[str, str]] = {"ode_coef": "noise_free_coef"}
     """Old -> new field names; configs stored under an old name load (records.config_from_json)."""
+    moved_fields: ClassVar[dict[str, str]] = {
+        "trust_region": "reppo.trust_region", "kl_estimator": "reppo.kl_estimator",
+        "kl_samples": "reppo.kl_samples", "kl_paths": "reppo.kl_paths"}
+    """Fields that moved to the algorithm that enforces them (diffrl.config.MOVED_FIELDS): a policy
+    config stored with them (an export) loads without them, as acting never read them."""
 
     def __post_init__(self):
         if self.squash not in dis_chain.SQUASHES:
             raise ValueError(f"squash must be one of {dis_chain.SQUASHES}, got '{self.squash}'")
-        if self.kl_estimator not in KL_ESTIMATORS:
-            raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got '{self.kl_estimator}'")
-        if self.trust_region not in TRUST_REGIONS:
-            raise ValueError(f"trust_region must be one of {TRUST_REGIONS}, got '{self.trust_region}'")
-        if self.trust_region == "action" and self.kl_paths == "behaviour":
-            raise ValueError("diffusion.trust_region='action' draws K fresh old and new chains per state; "
-                             "diffusion.kl_paths='behaviour' (one stored path) applies to 'trajectory' and 'none'")
-        if self.kl_paths not in KL_PATHS:
-            raise ValueError(f"kl_paths must be one of {KL_PATHS}, got '{self.kl_paths}'")
         if self.dual_uses not in DUAL_USES:
             raise ValueError(f"dual_uses must be one of {DUAL_USES}, got '{self.dual_uses}'")
-        if self.num_steps < 1 or self.kl_samples < 1:
-            raise ValueError("num_steps and kl_samples must be >= 1")
+        if self.num_steps < 1:
+            raise ValueError("num_steps must be >= 1")
         if self.step_std_min < 0 or not 0 < self.denoising_discount <= 1:
             raise ValueError("diffusion.step_std_min must be >= 0 and diffusion.denoising_discount in (0, 1]")
         if self.sigma0 <= 0 or self.friction_init <= 0 or (self.dt_init is not None and self.dt_init <= 0):
             raise ValueError("sigma0, friction_init and dt_init must be > 0")
 
-    def check_trust_region(self) -> None:
-        """Refuse a trust region that cannot be estimated as configured. Called by the algorithms that
-        train with it (trudi, dime), not per field (presets and --set change trust_region and kl_samples
-        one at a time) nor when a stored policy is loaded to act (the KL plays no part there)."""
-        if self.trust_region == "action" and self.kl_samples < dis_chain.MIN_ACTION_KL_SAMPLES:
-            raise ValueError("diffusion.trust_region='action' estimates the KL of K old and K new end points' "
-                             "moment-matched Gaussians, whose variance is infinite for K < "
-                             f"{dis_chain.MIN_ACTION_KL_SAMPLES}: it needs diffusion.kl_samples >= "
-                             f"{dis_chain.MIN_ACTION_KL_SAMPLES} (got {self.kl_samples}; the dime preset uses 8)")
-
     def validate(self) -> None:
         check_architecture(self.arch, self.hidden, self.matmul_dtype, "diffusion")
         if self.num_steps < 1:
             raise ValueError("diffusion.num_steps must be >= 1")
+
+
+@dataclass(frozen=True)
+class DiffusionTrustRegion:
+    """The trust region the algorithm training the chain enforces (TruDi, arXiv 2606.15260): handed
+    to :class:`DiffusionPolicy` by its builder from the algorithm's settings (``--reppo.trust-region``,
+    ``--reppo.kl-estimator``, ``--reppo.kl-samples``, ``--reppo.kl-paths``), which document each."""
+
+    region: str = "trajectory"
+    """What :meth:`DiffusionPolicy.trust_region_kl` bounds: 'trajectory' (E8), 'action' (E12) or 'none'."""
+    kl_estimator: str = "closed_form"
+    """The trajectory KL returned: 'closed_form' (E9) or 'sampled'."""
+    kl_samples: int = 4
+    """K fresh old paths per state (trajectory KL with 'fresh'), or K old and K new chains ('action')."""
+    kl_paths: str = "fresh"
+    """Old paths of the trajectory KL: 'fresh' (simulated) or 'behaviour' (the stored acting chain)."""
+
+    def __post_init__(self):
+        if self.region not in TRUST_REGIONS:
+            raise ValueError(f"trust region must be one of {TRUST_REGIONS}, got '{self.region}'")
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got '{self.kl_estimator}'")
+        if self.kl_paths not in KL_PATHS:
+            raise ValueError(f"kl_paths must be one of {KL_PATHS}, got '{self.kl_paths}'")
+        if self.region == "action" and self.kl_paths == "behaviour":
+            raise ValueError("the 'action' trust region draws K fresh old and new chains per state; "
+                             "kl_paths='behaviour' (one stored path) applies to 'trajectory' and 'none'")
+        if self.kl_samples < 1 or (self.region == "action" and self.kl_samples < dis_chain.MIN_ACTION_KL_SAMPLES):
+            raise ValueError(f"kl_samples must be >= 1, and >= {dis_chain.MIN_ACTION_KL_SAMPLES} for the 'action' "
+                             f"trust region (got {self.kl_samples})")
 
 
 @struct.dataclass
@@ -218,11 +219,16 @@ class DiffusionPolicy:
     """The evaluation sampler that reproduces ``sample`` (acting) from the same draws."""
     renamed_samplers = RENAMED_SAMPLERS
 
-    def __init__(self, config: DiffusionPolicyConfig, action_size: int, store_path: bool = False):
+    def __init__(self, config: DiffusionPolicyConfig, action_size: int, store_path: bool = False,
+                 trust_region: DiffusionTrustRegion | None = None):
+        """``trust_region``: the trust region of the algorithm that trains the chain through
+        :meth:`trust_region_kl` (TruDi's, DIME's); None for one that does not call it (acting only,
+        DPPO, off-policy DIME)."""
         config.validate()
         self.config = config
         self.action_size = action_size
-        self.store_path = store_path or config.kl_paths == "behaviour"
+        self.trust_region = trust_region
+        self.store_path = store_path or (trust_region is not None and trust_region.kl_paths == "behaviour")
         """Whether ``sample`` stores the acting chain's states (the behaviour KL and DPPO's ratios read them)."""
         self.var_floor = config.step_std_min ** 2
         self.net = ControlNet(
@@ -371,22 +377,25 @@ class DiffusionPolicy:
         self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array,
         behaviour: DiffusionAux | None = None, current: None = None,
     ) -> tuple[jax.Array, dict]:
-        """(...,) per-state KL(old || new) that the trust region bounds (``trust_region``):
+        """(...,) per-state KL(old || new) that the trust region bounds (``trust_region.region``):
         the trajectory KL, eq. (E8) ('trajectory'); the unbiased moment-matched action KL, eq. (E12),
         from K fresh old and new chains ('action'); or 0 ('none', the trajectory KL logged only).
 
-        Trajectory KL: ``kl_paths="fresh"``: averaged over K old chains simulated from ``key``;
+        Trajectory KL: ``trust_region.kl_paths="fresh"``: averaged over K old chains simulated from ``key``;
         ``"behaviour"``: along the stored acting chain ``behaviour`` (the aux ``sample`` returned
         under ``old_params`` at these ``obs``), which this mode requires.
         Differentiable w.r.t. ``params`` only. Metrics log both estimators' means. ``current``
         is not used: the new control is needed at other states than those of any rsample.
         """
-        cfg = self.config
+        if self.trust_region is None:
+            raise ValueError("trust_region_kl needs the algorithm's trust region: build the policy with "
+                             "trust_region=DiffusionTrustRegion(...) (trudi and dime do)")
+        region = self.trust_region.region
         old_params = jax.lax.stop_gradient(old_params)
-        if cfg.trust_region == "action":
+        if region == "action":
             kl = self._action_kl(old_params, params, obs, key)
             return kl, {"kl_action": jax.lax.stop_gradient(jnp.mean(kl))}
-        if cfg.trust_region == "none":  # plain DIME: no constraint; how far the path moved is still logged
+        if region == "none":  # plain DIME: no constraint; how far the path moved is still logged
             _, metrics = self._trajectory_kl(old_params, jax.lax.stop_gradient(params), obs, key, behaviour)
             return jnp.zeros(obs.shape[:-1], jnp.float32), metrics
         return self._trajectory_kl(old_params, params, obs, key, behaviour)
@@ -396,16 +405,16 @@ class DiffusionPolicy:
         old and K new chains per state driven by the same noise (the new ones reparameterised, so the
         gradient flows; :func:`dis_chain.moment_matched_kl`)."""
         cfg = self.config
-        noise = self._noise(key, (cfg.kl_samples, *obs.shape[:-1]))
+        noise = self._noise(key, (self.trust_region.kl_samples, *obs.shape[:-1]))
         old = dis_chain.sample_chain(self._control_fn(old_params, obs), self.step_sizes(old_params), cfg.sigma0, noise)
         new = dis_chain.sample_chain(self._control_fn(params, obs), self.step_sizes(params), cfg.sigma0, noise)
         return dis_chain.moment_matched_kl(jax.lax.stop_gradient(old.x_final), new.x_final)
 
     def _trajectory_kl(self, old_params, params, obs, key, behaviour) -> tuple[jax.Array, dict]:
-        cfg = self.config
-        if cfg.kl_paths == "behaviour":
+        cfg, tr = self.config, self.trust_region
+        if tr.kl_paths == "behaviour":
             if behaviour is None or behaviour.path is None:
-                raise ValueError("diffusion.kl_paths='behaviour' needs the stored acting chain: pass the "
+                raise ValueError("kl_paths='behaviour' needs the stored acting chain: pass the "
                                  "aux that sample() returned (with its path) as `behaviour`")
             closed, sampled = dis_chain.stored_path_kl(
                 self._control_fn(params, obs),  # called once, on all steps: x (N, ..., d), n (N, 1, ...)
@@ -416,7 +425,7 @@ class DiffusionPolicy:
                 jnp.moveaxis(behaviour.noise, -2, 0),
             )
         else:
-            noise = self._noise(key, (cfg.kl_samples, *obs.shape[:-1]))
+            noise = self._noise(key, (tr.kl_samples, *obs.shape[:-1]))
             closed, sampled = dis_chain.fresh_path_kl(
                 self._control_fn(old_params, obs),
                 self._control_fn(params, obs),  # called once, on all steps of the old chains
@@ -427,4 +436,4 @@ class DiffusionPolicy:
             )
             closed, sampled = jnp.mean(closed, axis=0), jnp.mean(sampled, axis=0)
         metrics = jax.lax.stop_gradient({"kl_closed_form": jnp.mean(closed), "kl_sampled": jnp.mean(sampled)})
-        return (closed if cfg.kl_estimator == "closed_form" else sampled), metrics
+        return (closed if tr.kl_estimator == "closed_form" else sampled), metrics
