@@ -48,13 +48,11 @@ OUTSIDE_RECORDS: dict[str, Preset] = {}
 (``AlgorithmSpec.presets``), kept apart from the built-in :data:`RECORDS` (:func:`sync`)."""
 OUTSIDE_PRESETS: dict[str, dict[str, Any]] = {}
 """name -> resolved values of each preset in :data:`OUTSIDE_RECORDS`."""
-_OWNER: dict[str, str] = {}
-"""outside preset name -> the name of the algorithm that declared it."""
 _OUTSIDE_SPECS: dict[str, Any] = {}
 """name -> record of each outside algorithm whose presets are merged (found by name even when it was
 registered under a ``module:attribute`` key)."""
-_SYNCED: set[int] = set()
-"""ids of the registered records whose presets :func:`sync` has merged."""
+_MERGED_FROM: list[tuple[int, ...]] = [()]
+"""ids of the registered records that declare presets, as of the last merge (:func:`sync`)."""
 
 
 def sync() -> None:
@@ -63,30 +61,28 @@ def sync() -> None:
 
     Called wherever a preset is looked up, so an algorithm registered by an entry point, a
     ``module:attribute`` spec or :func:`diffrl.algos.registry.register` brings its presets with it.
-    A name that is already a built-in preset, or another algorithm's, is refused; an algorithm
-    registered again (a reloaded module) replaces its own, and one unregistered takes its presets
-    with it. The built-in :data:`RECORDS` and :data:`PRESETS` never change."""
+    The outside presets are rebuilt whenever the set of registered records that declare presets has
+    changed: an algorithm registered again (a reloaded module) replaces its own, and one unregistered
+    takes its presets with it. A name that is already a built-in preset, or another algorithm's, is
+    refused, and nothing is merged until every preset resolves. The built-in :data:`RECORDS` and
+    :data:`PRESETS` never change."""
     from diffrl.algos import registry
 
-    current = {id(spec): spec for spec in registry.registered()}
-    gone = [name for name, owner in _OWNER.items() if id(_OUTSIDE_SPECS.get(owner)) not in current]
-    for name in gone:  # an algorithm unregistered (a test, a notebook): its presets go with it
-        _SYNCED.discard(id(_OUTSIDE_SPECS.get(_OWNER.pop(name))))
-        OUTSIDE_RECORDS.pop(name, None)
-        OUTSIDE_PRESETS.pop(name, None)
-    new = [spec for spec in current.values() if spec.presets and id(spec) not in _SYNCED]
-    if not new and not gone:
+    specs = [spec for spec in registry.registered() if spec.presets]
+    if tuple(map(id, specs)) == _MERGED_FROM[0]:
         return
-    for spec in new:
-        _OUTSIDE_SPECS[spec.name] = spec  # what its presets inherit: what it reads
-        records = every_record(synced=False)  # merged only when every preset of the algorithm resolves
+    owners: dict[str, str] = {}
+    records, values = dict(RECORDS), {}
+    for spec in specs:
         for preset in spec.presets:
-            owner = _OWNER.get(preset.name)
-            if preset.name in records and owner != spec.name:
-                whose = f"of algorithm {owner!r}" if owner else "built into diffrl"
+            if preset.name in records:
+                whose = f"of algorithm {owners[preset.name]!r}" if preset.name in owners else "built into diffrl"
                 raise ConfigError(f"algorithm {spec.name!r}: its preset {preset.name!r} is already a preset {whose}")
             records[preset.name] = preset
-        values = {}
+            owners[preset.name] = spec.name
+    by_name = {spec.name: spec for spec in specs}  # what their presets inherit: what each reads
+    _OUTSIDE_SPECS.update(by_name)
+    for spec in specs:
         for preset in spec.presets:
             try:
                 values[preset.name] = declared.resolve_values(preset.name, records, inherits)
@@ -95,12 +91,15 @@ def sync() -> None:
             if values[preset.name].get("algo") != spec.name:
                 raise ConfigError(f"algorithm {spec.name!r}: its preset {preset.name!r} resolves to --algo "
                                   f"{values[preset.name].get('algo')}; set 'algo': {spec.name!r} in it")
-        OUTSIDE_RECORDS.update({name: records[name] for name in values})
-        OUTSIDE_PRESETS.update(values)
-        _OWNER.update({name: spec.name for name in values})
-        _SYNCED.add(id(spec))
+    _OUTSIDE_SPECS.clear()
+    _OUTSIDE_SPECS.update(by_name)
+    OUTSIDE_RECORDS.clear()
+    OUTSIDE_RECORDS.update({name: records[name] for name in values})
+    OUTSIDE_PRESETS.clear()
+    OUTSIDE_PRESETS.update(values)
     DEFAULTS.clear()
     DEFAULTS.update(_defaults(every_preset(synced=False), every_record(synced=False)))
+    _MERGED_FROM[0] = tuple(map(id, specs))
 
 
 def every_record(synced: bool = True) -> dict[str, Preset]:
