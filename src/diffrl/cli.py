@@ -686,17 +686,20 @@ def _say_last(line: str) -> None:
     descriptor 2 (and ``sys.stderr``) go to /dev/null first, at the level of the descriptor, so a
     thread that holds the old ``sys.stderr`` object or writes from C++ is silenced too, and the
     verdict goes to the original stderr through a private duplicate of it. (Silencing after the
-    verdict left a window in which a thread's traceback could follow it.) Called from Python,
-    stderr is left alone."""
+    verdict left a window in which a thread's traceback could follow it.) The old ``sys.stderr``
+    is deliberately not flushed: it is line-buffered, so everything this process said in whole
+    lines is already out, and what it still holds is a fragment of a thread's traceback in
+    progress (the interpreter prints a source line's indentation and its text as separate writes),
+    which a flush would put in front of the verdict on the same line. Called from Python, stderr
+    is left alone."""
     if not _PROCESS_ENTRY:
         print(line, file=sys.stderr)
         return
-    sys.stderr.flush()
+    sys.stderr = open(os.devnull, "w")  # before the descriptor moves: new writers go nowhere
     original = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
     os.close(devnull)
-    sys.stderr = open(os.devnull, "w")
     os.write(original, (line + "\n").encode())
     os.close(original)
 
