@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 from typing import Any, Iterator
 
 from diffrl.algos import amdp_presets, offpolicy_presets, ppo_presets, reppo_presets, trudi_presets
@@ -81,11 +82,11 @@ def sync() -> None:
             records[preset.name] = preset
             owners[preset.name] = spec.name
     by_name = {spec.name: spec for spec in specs}  # what their presets inherit: what each reads
-    _OUTSIDE_SPECS.update(by_name)
     for spec in specs:
         for preset in spec.presets:
             try:
-                values[preset.name] = declared.resolve_values(preset.name, records, inherits)
+                values[preset.name] = declared.resolve_values(preset.name, records,
+                                                              functools.partial(inherits, specs=by_name))
             except PresetError as e:
                 raise ConfigError(f"algorithm {spec.name!r}: {e}") from None
             if values[preset.name].get("algo") != spec.name:
@@ -116,12 +117,13 @@ def every_preset(synced: bool = True) -> dict[str, dict[str, Any]]:
     return {**PRESETS, **OUTSIDE_PRESETS}
 
 
-def inherits(algo: str, key: str) -> bool:
+def inherits(algo: str, key: str, specs: dict[str, Any] | None = None) -> bool:
     """Whether a preset for ``algo`` takes its base's value of ``key``: top-level fields always, a
-    section's field when ``algo`` reads the section and does not ignore the field."""
+    section's field when ``algo`` reads the section and does not ignore the field. ``specs``: the
+    outside algorithms' records to look ``algo`` up in first (default: the merged ones)."""
     if "." not in key:
         return True
-    spec = _OUTSIDE_SPECS.get(algo) or find(algo)
+    spec = (_OUTSIDE_SPECS if specs is None else specs).get(algo) or find(algo)
     return spec is not None and key.split(".", 1)[0] in spec.reads and key not in spec.unused_settings
 
 
