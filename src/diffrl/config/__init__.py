@@ -466,15 +466,12 @@ def _make_type(name: str, spec, bases: tuple[type, ...], namespace: dict | None 
     return cls
 
 
-def config_type(algo: str, for_cli: bool = False) -> type[RunConfig]:
+def config_type(algo: str) -> type[RunConfig]:
     """The run config class of ``--algo algo``, ``RunConfig[name]``: :class:`RunConfig` and the config
     sections the algorithm reads (its record's ``reads``: the shared sections it names, then the
     sections only it defines, ``own_sections``), nothing else. It is what ``diffrl train --algo algo``
     parses (``--help`` lists only those sections' flags), what a preset resolves to and what a run
-    stores in its run directory. :class:`TrainConfig` for a name that selects no algorithm.
-
-    ``for_cli`` is accepted for older callers; the class is the same."""
-    del for_cli
+    stores in its run directory. :class:`TrainConfig` for a name that selects no algorithm."""
     spec = find(algo)
     if spec is None:
         return TrainConfig
