@@ -97,7 +97,7 @@ def load_run_config(run_dir: str | Path):
     config, unused = without_unused_settings(config)
     if unused:
         warnings.warn(f"{run_dir}: stored settings {', '.join(unused)} were never read by {config.algo}; "
-                      "they are reset to their defaults (the run is unchanged)", stacklevel=2)
+                      "its config does not keep them (the run is unchanged)", stacklevel=2)
     config = as_run_config(config)
     renamed = RENAMED_EVAL_SAMPLERS.get(config.algo, {})
     if any(s in renamed for s in config.eval_samplers):
