@@ -78,11 +78,13 @@ def unread_flag_errors(argv: list[str], algo: str) -> list[str]:
 
 
 def _template(argv: list[str]):
-    """A run config of the class ``--algo`` selects (its own sections included), to read field types."""
-    from diffrl.config import ConfigError, TrainConfig, config_type
+    """A config with every section ``--algo`` may name (its own sections included), to read field
+    types: a flag of a section the algorithm does not read is spelled as tyro parses it too, and then
+    refused with its reason rather than as unknown."""
+    from diffrl.config import ConfigError, TrainConfig, full_config_type
 
     try:
-        return config_type(_preparse(argv)[0])()
+        return full_config_type(_preparse(argv)[0])()
     except (ConfigError, KeyError, ImportError):
         return TrainConfig()
 
@@ -239,23 +241,23 @@ def cmd_train(argv: list[str]) -> int:
 
 
 def _parse_config(defaults, argv: list[str], hide_unread: bool | None = None, **tyro_args):
-    """``argv`` parsed over ``defaults`` as the flags of ``defaults.algo`` (its run config class with the
-    sections it does not read hidden: diffrl.config.config_type), returned as a plain run config.
+    """``argv`` parsed over ``defaults`` as the flags of ``defaults.algo`` (its run config class, which
+    holds only the sections it reads: diffrl.config.config_type), returned as a run config of the
+    algorithm parsed.
 
-    ``hide_unread``: whether those sections are hidden; by default they are, except for ``--help``
-    without ``--algo`` (the whole reference, docs/cli.md)."""
-    import dataclasses
-
+    ``hide_unread``: whether the sections the algorithm does not read are left out; by default they
+    are, except for ``--help`` without ``--algo`` (the whole reference, docs/cli.md). When they are
+    parsed, what was typed for them is dropped here: the caller refuses such flags by what was typed
+    (:func:`unread_flag_errors`)."""
     import tyro
 
-    from diffrl.config import as_run_config, config_type
+    from diffrl.config import as_full_config, as_run_config
 
     if hide_unread is None:
         typed_algo = any(a == "--algo" or a.startswith("--algo=") for a in argv)
         hide_unread = typed_algo or not ({"-h", "--help"} & set(argv))
-    cls = config_type(defaults.algo, for_cli=hide_unread)
-    default = cls(**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(cls)})
-    return as_run_config(tyro.cli(cls, default=default, args=argv, **tyro_args))
+    default = as_run_config(defaults) if hide_unread else as_full_config(defaults)
+    return as_run_config(tyro.cli(type(default), default=default, args=argv, **tyro_args), drop_unread=True)
 
 
 def _train_resume(argv: list[str]) -> int:
