@@ -65,7 +65,7 @@ def policy_samplers(algo: str) -> tuple[str, ...]:
 
 
 def cell_config(cell: ledger_plan.Cell, scratch: Path | None = None):
-    """The validated TrainConfig of ``cell`` (no compilation; raises ConfigError on bad input)."""
+    """The validated run config of ``cell`` (no compilation; raises ConfigError on bad input)."""
     from diffrl.config.overrides import set_field
     from diffrl.config.presets import resolve
 

@@ -53,6 +53,14 @@ RUN_LOCAL_FIELDS = frozenset({
     "check_finite",
 })
 
+HASHED_THOUGH_UNUSED: dict[str, frozenset[str]] = {
+    "ppo": frozenset({"gaussian.kl_samples"}), "spo": frozenset({"gaussian.kl_samples"}),
+}
+"""Settings declared unused (``AlgorithmSpec.unused_settings``) after records were hashed with them,
+on 2026-12-06: PPO and SPO never read REPPO's KL draws. An unused setting cannot be changed (it is
+refused), so it always holds its default and hashing it changes no verdict; it stays in the hash so
+that the records written before keep theirs."""
+
 REQUIRED = ("schema", "cell", "matrix", "label", "algo", "task", "base_seed", "num_seeds", "config_hash",
             "config", "samplers", "env_steps", "walltime", "curves", "timing", "versions", "machine")
 
@@ -79,7 +87,8 @@ def hashed_settings(config) -> dict[str, Any]:
         elif f.name not in RUN_LOCAL_FIELDS:
             flat[f.name] = _plain(value)
     for dotted in UNUSED_SETTINGS.get(config.algo, {}):
-        flat.pop(dotted, None)
+        if dotted not in HASHED_THOUGH_UNUSED.get(config.algo, ()):
+            flat.pop(dotted, None)
     return dict(sorted(_named_as_before_the_move(flat, config).items()))
 
 

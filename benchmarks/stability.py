@@ -172,6 +172,7 @@ def load_chunk_metrics(run_dir: Path, before_iteration: int | None = None) -> li
 
 
 def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
+    from diffrl.algos.registry import ALGORITHM_SECTIONS
     from diffrl.core.trainer import Trainer
 
     name = Cell(algo, env).name
@@ -232,7 +233,9 @@ def run_pair(algo: str, env: str, args, overrides: dict) -> dict:
         "per_sampler": per_sampler, "wall_s": wall, "train_time_s": summary["train_time_s"],
         "resumed_at_env_steps": None if resumed is None else resumed.get("env_steps"),
         "overrides": {k: repr(v) for k, v in overrides.items()},
-        "kl_bound": config.reppo.kl_bound,
+        # the trust region's bound, for the algorithms whose section holds one (a run config holds only
+        # the sections its algorithm reads)
+        "kl_bound": config.reppo.kl_bound if "reppo" in ALGORITHM_SECTIONS[config.algo] else None,
     }
     (out / f"{name}.json").write_text(json.dumps(record, indent=1))
     plot_pair(record, metrics, out / f"{name}.png")
@@ -257,7 +260,7 @@ def plot_pair(record: dict, metrics: dict, path: Path) -> None:
         ax.plot(np.arange(values.shape[1]), values.T, lw=0.6)
         if key in ("dual/alpha", "dual/beta", "am/lambda"):
             ax.set_yscale("log")
-        if key in ("actor/kl", "am/kl"):
+        if key in ("actor/kl", "am/kl") and record.get("kl_bound") is not None:
             ax.axhline(record["kl_bound"], color="k", ls="--", lw=0.8)
         ax.set_title(key, fontsize=8)
         ax.set_xlabel("iteration", fontsize=7)

@@ -113,7 +113,7 @@ def program_dir(out: Path, algo: str, task: str) -> Path:
 
 
 def make_config(settings: SuiteSettings, algo: str, task: str, overrides: dict, out: Path):
-    """The validated TrainConfig of one (algo, task) program."""
+    """The validated run config of one (algo, task) program."""
     from diffrl.config.presets import resolve
 
     config = resolve(algo, task, settings.presets.get(algo))
@@ -157,8 +157,11 @@ def check_same_config(old: dict, config, where: str) -> None:
     """Refuse (ValueError) to continue a run whose recorded settings differ from ``config``'s."""
     from diffrl.plumbing.records import config_to_json
 
+    from diffrl.algos.registry import CONFIG_SECTIONS
+
     new = _comparable(config_to_json(config))
-    old = _comparable(old)
+    # a run config holds the sections its algorithm reads; one written before that held every section
+    old = {k: v for k, v in _comparable(old).items() if k in new or k not in CONFIG_SECTIONS}
     if old != new:
         changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         raise ValueError(f"{where} was written with different settings (fields {changed}); "
@@ -227,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-envs", type=int, help="episodes per evaluation and seed")
     p.add_argument("--num-envs", type=int, help="parallel envs per seed for every algorithm")
     p.add_argument("--preset", action="append", default=[], help="algo=preset (repeatable)")
-    p.add_argument("--set", action="append", default=[], help="TrainConfig override key=value or algo:key=value")
+    p.add_argument("--set", action="append", default=[], help="run config override key=value or algo:key=value")
     p.add_argument("--jax-cache", help="persistent compilation cache directory (faster reruns)")
     p.add_argument("--dry-run", action="store_true", help="validate and print the plan; train nothing")
     p.add_argument("--no-aggregate", action="store_true", help="skip aggregate.py at the end")

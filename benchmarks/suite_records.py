@@ -21,7 +21,7 @@
       "preset": "reppo-dmc-cpu",
       "program": {"num_seeds": 2, "compile_s": 41.0, "train_time_s": 30.5,
                   "walltime_s": 40.2, "train_sps": 6447.0},  # shared by the program's seeds
-      "config": {...},                       # the resolved TrainConfig
+      "config": {...},                       # the resolved run config
       "versions": {...}, "git_commit": "...", "created": "2025-..."
     }
 

@@ -11,6 +11,8 @@ import pytest
 from diffrl.algos import ALGORITHM_SECTIONS, ALGORITHMS, unused_setting_errors
 from diffrl.policies import RatioPolicy
 from diffrl.policies.diffusion import DiffusionPolicy, DiffusionPolicyConfig
+from diffrl.config import ConfigError, as_full_config
+from diffrl.config.overrides import set_field
 from diffrl.config.presets import PRESETS, resolve
 
 jax.config.update("jax_platforms", "cpu")
@@ -67,8 +69,13 @@ def test_dppo_registration_presets_and_refused_settings():
     assert config.preset == "dppo-gymnax" and config.diffusion.hidden == (64, 64)
     assert unused_setting_errors(config) == []
     # DPPO's trust region is PPO's clip: TruDi's trust-region settings are the reppo section's, which it
-    # does not read
-    bad = config.replace(reppo=dataclasses.replace(config.reppo, trust_region="none"))
+    # does not read: DPPO's run config has no reppo section, and a config with every section that changes
+    # one of its settings is refused
+    with pytest.raises(ConfigError, match="--set reppo.trust_region has no effect with --algo dppo: "
+                                          "dppo does not read the reppo section"):
+        set_field(config, "reppo.trust_region", "none")
+    full = as_full_config(config)
+    bad = full.replace(reppo=dataclasses.replace(full.reppo, trust_region="none"))
     assert any("--reppo.trust-region" in e and "does not read the reppo section" in e
                for e in unused_setting_errors(bad))
     trudi = resolve("trudi", "gymnax/Pendulum-v1", None)

@@ -14,6 +14,7 @@ import ledger
 import ledger_plan
 import ledger_report
 from ledger_records import (SCHEMA, config_hash, hashed_settings, settings_hash, validate_record)
+from diffrl.config import as_full_config
 from diffrl.config.presets import default_preset
 
 
@@ -25,8 +26,10 @@ def test_hash_is_over_values_the_algorithm_reads_not_layout():
     assert list(settings) == sorted(settings) and "ppo.clip_eps" in settings and "out" not in settings
     # the same values in another order hash the same
     assert settings_hash(dict(reversed(list(settings.items())))) == config_hash(config)
-    # a section PPO does not read, a run-local field and the preset's name change nothing
-    other = dataclasses.replace(config, reppo=dataclasses.replace(config.reppo, kl_bound=0.5),
+    # a section PPO does not read (which only a TrainConfig holds), a run-local field and the preset's
+    # name change nothing
+    full = as_full_config(config)
+    other = dataclasses.replace(full, reppo=dataclasses.replace(full.reppo, kl_bound=0.5),
                                 out="/elsewhere", progress=True, preset="renamed")
     assert config_hash(other) == config_hash(config)
     # a value PPO reads changes the hash

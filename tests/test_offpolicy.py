@@ -11,7 +11,7 @@ import pytest
 
 from diffrl.algos.base import Rollout
 from diffrl.algos.offpolicy import categorical_td_loss, pathwise_actor_loss, scalar_td_loss
-from diffrl.config import ConfigError
+from diffrl.config import ConfigError, as_full_config
 from diffrl.core.build import build
 from diffrl.critics.crossq import atoms
 from diffrl.config.presets import resolve
@@ -131,8 +131,11 @@ def test_refused_settings():
         build(cfg.replace(offpolicy=dataclasses.replace(cfg.offpolicy, kl_multiplier="dual")))
     with pytest.raises(ConfigError, match="--adjoint.matching-steps"):
         build(cfg.replace(adjoint=dataclasses.replace(cfg.adjoint, matching_steps=2)))
+    # amdp-off's run config has no reppo section; one with every section that changes it is refused
+    assert not hasattr(cfg, "reppo")
+    full = as_full_config(cfg)
     with pytest.raises(ConfigError, match="does not read the reppo section"):
-        build(cfg.replace(reppo=dataclasses.replace(cfg.reppo, gamma=0.5)))
+        build(full.replace(reppo=dataclasses.replace(full.reppo, gamma=0.5)))
     with pytest.raises(ConfigError, match="exceeds the buffer"):
         build(_config("sac", num_steps=8, offpolicy=dataclasses.replace(cfg.offpolicy, buffer_size=16)))
 

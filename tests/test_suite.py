@@ -86,8 +86,9 @@ def test_overrides_and_bad_input_are_reported_before_training(tmp_path, capsys):
                           tmp_path)
     assert {t for _, t, _ in programs} == {"playground/CartpoleSwingup"}
     assert {c.num_seeds for _, _, c in programs} == {3}
-    assert {a: c.reppo.num_epochs for a, _, c in programs}["reppo"] == 2
-    assert {a: c.reppo.num_epochs for a, _, c in programs}["trudi"] != 2
+    epochs = {a: c.reppo.num_epochs for a, _, c in programs if hasattr(c, "reppo")}  # ppo's config has none
+    assert epochs["reppo"] == 2
+    assert epochs["trudi"] != 2
     assert suite.main(["--out", str(tmp_path), "--algos", "ppo,nope", "--tasks", "CartpoleSwingp",
                        "--total-env-steps", "9000"]) == 2
     err = capsys.readouterr().err

@@ -78,11 +78,13 @@ def unread_flag_errors(argv: list[str], algo: str) -> list[str]:
 
 
 def _template(argv: list[str]):
-    """A run config of the class ``--algo`` selects (its own sections included), to read field types."""
-    from diffrl.config import ConfigError, TrainConfig, config_type
+    """A config with every section ``--algo`` may name (its own sections included), to read field
+    types: a flag of a section the algorithm does not read is spelled as tyro parses it too, and then
+    refused with its reason rather than as unknown."""
+    from diffrl.config import ConfigError, TrainConfig, full_config_type
 
     try:
-        return config_type(_preparse(argv)[0])()
+        return full_config_type(_preparse(argv)[0])()
     except (ConfigError, KeyError, ImportError):
         return TrainConfig()
 
@@ -238,24 +240,93 @@ def cmd_train(argv: list[str]) -> int:
     return _run_training(config, move_aside=move_aside)
 
 
-def _parse_config(defaults, argv: list[str], hide_unread: bool | None = None, **tyro_args):
-    """``argv`` parsed over ``defaults`` as the flags of ``defaults.algo`` (its run config class with the
-    sections it does not read hidden: diffrl.config.config_type), returned as a plain run config.
+_PARSE_TYPES: dict[tuple, tuple] = {}
 
-    ``hide_unread``: whether those sections are hidden; by default they are, except for ``--help``
-    without ``--algo`` (the whole reference, docs/cli.md)."""
+
+def _parse_type(cls: type, algo: str) -> tuple[type, dict[str, tuple[type, type]]]:
+    """``cls`` (``algo``'s run config class) as tyro is to read it: each section holding settings
+    that ``algo`` ignores (its record's ``unused_settings``, e.g. ``reppo.kl_multiplier`` for TruDi) is
+    replaced by a subclass in which those fields are ``tyro.conf.Suppress``-ed, so ``--help`` lists
+    only what the algorithm reads. Returns the class and {section: (subclass, section class)}; empty
+    when nothing is hidden. Parsing only: a parsed config is turned back into ``cls`` at once
+    (:func:`_from_parse_type`), so no other code sees these classes. A typed flag of a hidden field
+    is refused with its reason before parsing (:func:`unread_flag_errors`)."""
     import dataclasses
+    import typing
+    from typing import Annotated
 
     import tyro
 
-    from diffrl.config import as_run_config, config_type
+    from diffrl.algos.registry import find
+
+    spec = find(algo)
+    hidden: dict[str, set[str]] = {}
+    for dotted in spec.unused_settings if spec is not None else ():
+        section, _, name = dotted.partition(".")
+        hidden.setdefault(section, set()).add(name)
+    sections = {f.name: f for f in dataclasses.fields(cls) if f.name in hidden}
+    key = (cls, tuple(sorted((s, tuple(sorted(n))) for s, n in hidden.items())))
+    if key in _PARSE_TYPES:
+        return _PARSE_TYPES[key]
+    swapped = {}
+    for section, outer in sections.items():
+        base = type(outer.default_factory())
+        hints = typing.get_type_hints(base)
+        fields = [(f.name, Annotated[hints[f.name], tyro.conf.Suppress],
+                   dataclasses.field(default=f.default) if f.default is not dataclasses.MISSING
+                   else dataclasses.field(default_factory=f.default_factory))
+                  for f in dataclasses.fields(base) if f.name in hidden[section]]
+        sub = dataclasses.make_dataclass(base.__name__, fields, bases=(base,), frozen=True)
+        sub.__doc__ = base.__doc__
+        swapped[section] = (sub, base)
+    parse_cls = cls
+    if swapped:
+        parse_cls = dataclasses.make_dataclass(
+            cls.__name__, [(s, sub, dataclasses.field(default_factory=sub)) for s, (sub, _) in swapped.items()],
+            bases=(cls,), frozen=True)
+        parse_cls.__doc__ = cls.__doc__
+    _PARSE_TYPES[key] = (parse_cls, swapped)
+    return _PARSE_TYPES[key]
+
+
+def _swap_sections(config, to_cls: type, swapped: dict[str, tuple[type, type]], parsing: bool):
+    """``config`` as ``to_cls``, its swapped sections as the parsing subclass (``parsing``) or as
+    their own class again: the same values either way."""
+    import dataclasses
+
+    def shallow(obj) -> dict:
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+    values = shallow(config)
+    for section, (sub, base) in swapped.items():
+        values[section] = (sub if parsing else base)(**shallow(values[section]))
+    return to_cls(**values)
+
+
+def _parse_config(defaults, argv: list[str], hide_unread: bool | None = None, **tyro_args):
+    """``argv`` parsed over ``defaults`` as the flags of ``defaults.algo`` (its run config class, which
+    holds only the sections it reads: diffrl.config.config_type), returned as a run config of the
+    algorithm parsed.
+
+    ``hide_unread``: whether the sections the algorithm does not read, and the settings it ignores in
+    those it does (:func:`_parse_type`), are left out; by default they
+    are, except for ``--help`` without ``--algo`` (the whole reference, docs/cli.md). When they are
+    parsed, what was typed for them is dropped here: the caller refuses such flags by what was typed
+    (:func:`unread_flag_errors`)."""
+    import tyro
+
+    from diffrl.config import as_full_config, as_run_config
 
     if hide_unread is None:
         typed_algo = any(a == "--algo" or a.startswith("--algo=") for a in argv)
         hide_unread = typed_algo or not ({"-h", "--help"} & set(argv))
-    cls = config_type(defaults.algo, for_cli=hide_unread)
-    default = cls(**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(cls)})
-    return as_run_config(tyro.cli(cls, default=default, args=argv, **tyro_args))
+    default = as_run_config(defaults) if hide_unread else as_full_config(defaults)
+    if not hide_unread:
+        return as_run_config(tyro.cli(type(default), default=default, args=argv, **tyro_args), drop_unread=True)
+    parse_cls, swapped = _parse_type(type(default), default.algo)
+    parsed = tyro.cli(parse_cls, default=_swap_sections(default, parse_cls, swapped, parsing=True), args=argv,
+                      **tyro_args)
+    return as_run_config(_swap_sections(parsed, type(default), swapped, parsing=False), drop_unread=True)
 
 
 def _train_resume(argv: list[str]) -> int:

@@ -262,12 +262,16 @@ def make_spo(config, spec: EnvSpec) -> PPO:
     return make_ppo(config, spec, name="spo", policy_loss=spo_policy_loss)
 
 
+_NO_KL_DRAWS = {"gaussian.kl_samples": "it draws REPPO's KL trust-region estimate; this algorithm bounds its "
+                                        "update through the ratio (--ppo.clip-eps)"}
+
 SPECS = (
     AlgorithmSpec("ppo", make_ppo, ("ppo", "gaussian"), "gaussian", "PPO",
-                  "PPO (Schulman et al. 2017): clipped surrogate, GAE, minibatch epochs", cost_baselines=("reppo",)),
+                  "PPO (Schulman et al. 2017): clipped surrogate, GAE, minibatch epochs", cost_baselines=("reppo",),
+                  unused_settings=_NO_KL_DRAWS),
     AlgorithmSpec("spo", make_spo, ("ppo", "gaussian"), "gaussian", "SPO",
                   "SPO (Xie et al. 2025): PPO with a quadratic ratio penalty instead of the clip",
-                  cost_baselines=("reppo",)),
+                  cost_baselines=("reppo",), unused_settings=_NO_KL_DRAWS),
     AlgorithmSpec("fpo", make_fpo, ("ppo", "flow"), "flow", "FPO",
                   "FPO (McAllister et al. 2025): PPO's clip on a flow policy's CFM-loss ratio",
                   cost_baselines=("reppo",)),

@@ -29,7 +29,8 @@ BUILTIN_MODULES = ("diffrl.algos.reppo", "diffrl.algos.trudi", "diffrl.algos.amd
 ENTRY_POINT_GROUP = "diffrl.algorithms"
 """Entry-point group of algorithms installed by other packages."""
 CONFIG_SECTIONS = ("ppo", "reppo", "critic", "gaussian", "diffusion", "adjoint", "flow", "offpolicy")
-"""The shared sections of the run config (``TrainConfig``) that algorithms compose."""
+"""The shared config sections that algorithms compose: a run config holds those its algorithm reads
+(``diffrl.config.config_type``), ``TrainConfig`` every one."""
 
 _REGISTRY: dict[str, AlgorithmSpec] = {}
 _loaded = {"builtins": False, "entry_points": False}
@@ -186,7 +187,8 @@ def batch_section(algo: str) -> str | None:
     return spec.batch_section if spec else None
 
 
-def _unread_reason(spec: AlgorithmSpec, section: str) -> str:
+def unread_reason(spec: AlgorithmSpec, section: str) -> str:
+    """Why a setting of ``section`` does nothing for ``spec``'s algorithm, naming what it reads."""
     reads = ", ".join(f"--{s}.*" for s in spec.reads)
     return f"{spec.name} does not read the {section} section (it reads {reads})"
 
@@ -206,14 +208,14 @@ def _changed_unused_settings(config) -> list[tuple[str, str, str, object, object
         if value != default:
             changed.append((dotted, section, name, value, default, reason))
     for section in CONFIG_SECTIONS:
-        if section in spec.reads:
+        if section in spec.reads or not hasattr(config, section):  # a run config holds only what it reads
             continue
         sub, defaults = getattr(config, section), type(getattr(config, section))()
         for f in dataclasses.fields(sub):
             value, default = getattr(sub, f.name), getattr(defaults, f.name)
             if value != default:
                 changed.append((f"{section}.{f.name}", section, f.name, value, default,
-                                _unread_reason(spec, section)))
+                                unread_reason(spec, section)))
     return changed
 
 

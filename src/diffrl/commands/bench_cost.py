@@ -29,7 +29,7 @@ import numpy as np
 import jax.numpy as jnp
 
 from diffrl.algos.registry import get, specs
-from diffrl.config import ConfigError, TrainConfig
+from diffrl.config import ConfigError, RunConfig
 
 def _contenders(off_policy: bool, defaults_only: bool = False) -> tuple[str, ...]:
     """Registered algorithms of one setting, in registry order (``defaults_only``: its ``cost_default`` ones)."""
@@ -145,21 +145,23 @@ def parse_algos(text: str, setting: str = "on-policy") -> tuple[str, ...]:
     return tuple(dict.fromkeys([baseline] + algos))
 
 
-def _override(config: TrainConfig, item: str) -> TrainConfig:
+def _override(config: RunConfig, item: str) -> RunConfig:
     from diffrl.config.overrides import set_field, split_override
 
     from diffrl.algos.registry import without_unused_settings
+    from diffrl.config import as_full_config, as_run_config
 
     key, text = split_override(item, "--set")
     if key in FLAG_OWNED:
         raise ConfigError(f"--set {key}: use the dedicated flag (--env, --num-envs, --diffusion-steps...)")
-    config = set_field(config, key, text, source="--set")  # checks name and type for every contender
+    # set on every section, so that name and type are checked for every contender
+    config = set_field(as_full_config(config), key, text, source="--set")
     # one --set list sizes every contender: a setting this one does not read (a section it does not read,
     # or a field of a shared section it ignores, e.g. TruDi's --reppo.kl-samples for REPPO) stays at its default
-    return without_unused_settings(config)[0]
+    return as_run_config(without_unused_settings(config)[0])
 
 
-def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainConfig:
+def contender_config(request: CostRequest, algo: str, n: int | None) -> RunConfig:
     """The resolved, validated training config of one contender (raises ConfigError)."""
     from diffrl.config.presets import resolve
 
@@ -184,7 +186,7 @@ def contender_config(request: CostRequest, algo: str, n: int | None) -> TrainCon
     return config
 
 
-def plan(request: CostRequest) -> dict[tuple[str, int | None], TrainConfig]:
+def plan(request: CostRequest) -> dict[tuple[str, int | None], RunConfig]:
     """Every contender's config keyed by (algo, N) (REPPO: N None); all bad input raises here."""
     from diffrl.envs import registry
 
@@ -248,7 +250,7 @@ def _error_text(e: BaseException) -> str:
 class Contender:
     """One (algo, N): its compiled iteration and update, and what was measured."""
 
-    def __init__(self, algo: str, n: int | None, config: TrainConfig):
+    def __init__(self, algo: str, n: int | None, config: RunConfig):
         self.algo, self.n, self.config = algo, n, config
         self.info: dict[str, Any] = {"algo": algo, "diffusion_steps": n, "status": "pending", "error": None,
                                      "compile_s": {}, "memory": {}}

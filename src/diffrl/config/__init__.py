@@ -1,9 +1,13 @@
-"""The run configuration: one frozen, typed dataclass exposed as the CLI.
+"""The run configuration: a frozen, typed dataclass exposed as the CLI.
 
-Every field has a docstring (tyro turns them into ``--help``). Algorithm- and
-policy-specific settings live in nested dataclasses (``--ppo.clip-eps``,
-``--gaussian.hidden``...). Derived sizes are properties, and :meth:`TrainConfig.validate`
-rejects bad input with a clear message before anything is compiled.
+A run's config is the run's own settings (:class:`RunConfig`: algorithm, environment, budget, run
+directory, devices...) plus the config sections its algorithm reads, nested dataclasses
+(``--ppo.clip-eps``, ``--gaussian.hidden``...): :func:`config_type` composes that class from the
+algorithm's registration, so a run carries, parses and stores only settings that act on it.
+:class:`TrainConfig` holds every shared section, for code that builds one config for any algorithm;
+:func:`as_run_config` turns it into the algorithm's. Every field has a docstring (tyro turns them
+into ``--help``). Derived sizes are properties, and :meth:`RunConfig.validate` rejects bad input
+with a clear message before anything is compiled.
 
 The ``config`` room also holds how a config is filled in: command-line and ``--set`` overrides
 (:mod:`diffrl.config.overrides`) and the named presets (:mod:`diffrl.config.presets`).
@@ -16,7 +20,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from diffrl.algos.registry import ALGORITHM_SECTIONS, batch_section, find, unused_setting_errors
+from diffrl.algos.registry import (ALGORITHM_SECTIONS, CONFIG_SECTIONS, batch_section, find, unread_reason,
+                                   unused_setting_errors)
 from diffrl.algos.ppo_config import PPOConfig
 from diffrl.algos.offpolicy_config import OffPolicyConfig
 from diffrl.algos.reppo_config import REPPOConfig
@@ -49,7 +54,12 @@ when loaded (``core.run_dir.load_run_config``)."""
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class RunConfig:
+    """The run's own settings: what to train on, for how long, where to write it, on which devices.
+
+    A run's config is one of these plus the config sections its algorithm reads
+    (:func:`config_type`); :class:`TrainConfig` holds every shared section."""
+
     algo: str = "ppo"
     """Algorithm: one of `diffrl.algos.ALGORITHMS` (ppo, reppo, trudi, amdp, spo, dime, fpo, ...)."""
     env: str = "playground/CartpoleSwingup"
@@ -141,26 +151,6 @@ class TrainConfig:
     process_id: int | None = None
     """Multi-host: this process's index in [0, num_processes) (None: DIFFRL_PROCESS_ID or
     JAX's cluster detection)."""
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    """PPO settings (used when --algo ppo)."""
-    reppo: REPPOConfig = field(default_factory=REPPOConfig)
-    """Max-entropy actor-critic settings (reppo, trudi, dime, amdp, amdp-backprop): duals, SGD, and the
-    trust region of each (REPPO's KL dual, the DIME chain's KL, AMDP's drift multiplier)."""
-    critic: CriticConfig = field(default_factory=CriticConfig)
-    """Categorical (HL-Gauss) Q critic (reppo, trudi, amdp)."""
-    gaussian: GaussianPolicyConfig = field(default_factory=GaussianPolicyConfig)
-    """Gaussian policy settings (ppo, reppo)."""
-    diffusion: DiffusionPolicyConfig = field(default_factory=DiffusionPolicyConfig)
-    """DIME diffusion policy settings (trudi, dime, dime-off, dppo); its trust region is the algorithm's."""
-    adjoint: AdjointPolicyConfig = field(default_factory=AdjointPolicyConfig)
-    """Adjoint-matching diffusion policy settings (amdp, amdp-backprop, amdp-off); its drift trust region
-    is the algorithm's."""
-    flow: FlowPolicyConfig = field(default_factory=FlowPolicyConfig)
-    """Flow-matching policy settings (fpo)."""
-    offpolicy: OffPolicyConfig = field(default_factory=OffPolicyConfig)
-    """Replay buffer, critics and optimisers of the off-policy algorithms (sac, dime-off, amdp-off), and
-    amdp-off's drift trust region."""
-
     # -- derived sizes -------------------------------------------------------
     @property
     def batch_size(self) -> int:
@@ -198,14 +188,17 @@ class TrainConfig:
                 out[key.strip()] = value
         return out
 
-    def replace(self, **changes: Any) -> "TrainConfig":
+    def replace(self, **changes: Any) -> "RunConfig":
         return dataclasses.replace(self, **changes)
 
-    @staticmethod
-    def in_current_layout(stored: dict) -> dict:
+    @classmethod
+    def in_current_layout(cls, stored: dict) -> dict:
         """A run config as JSON, stored by an older diffrl, with its settings where they are now
-        (:func:`move_stored_fields`): what a resumed run's new segment is compared with."""
-        return move_stored_fields(stored)[0]
+        (:func:`move_stored_fields`) and without the shared sections this class does not hold (an
+        older run directory stored every section): what a resumed run's new segment is compared with."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return {key: value for key, value in move_stored_fields(stored)[0].items()
+                if key in names or key not in CONFIG_SECTIONS}
 
     def _device_errors(self) -> list[str]:
         """Problems with --num-devices, --matmul-precision and the multi-host fields."""
@@ -284,7 +277,13 @@ class TrainConfig:
             errors.append(f"--env-overrides apply to playground/* tasks only (env is {self.env})")
         # each algorithm's sections validate themselves (diffrl.algos.ALGORITHM_SECTIONS); the
         # sections it does not read must stay at their defaults (unused_setting_errors below)
-        for sub in ALGORITHM_SECTIONS.get(self.algo, ()):
+        reads = ALGORITHM_SECTIONS.get(self.algo, ())
+        missing = [sub for sub in reads if not hasattr(self, sub)]
+        if missing:  # a config composed for another algorithm, then given this --algo
+            raise ConfigError(f"invalid configuration:\n  - --algo {self.algo} reads the section(s) "
+                              f"{', '.join(missing)}, which this {type(self).__name__} has not "
+                              "(diffrl.config.as_run_config composes the config of an algorithm)")
+        for sub in reads:
             validate = getattr(getattr(self, sub), "validate", None)
             try:
                 if validate is not None:
@@ -298,6 +297,85 @@ class TrainConfig:
         errors.extend(self._device_errors())
         if errors:
             raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(errors))
+
+
+# -- the shared sections ----------------------------------------------------
+# One frozen dataclass per shared section, each holding just that section's field and its docstring
+# (``--help`` text): a run config class is composed from :class:`RunConfig` and the ones its algorithm
+# reads (:func:`config_type`), and tyro finds each docstring in the class that declares the field.
+@dataclass(frozen=True)
+class _PPOSection:
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO settings (used when --algo ppo)."""
+
+
+@dataclass(frozen=True)
+class _REPPOSection:
+    reppo: REPPOConfig = field(default_factory=REPPOConfig)
+    """Max-entropy actor-critic settings (reppo, trudi, dime, amdp, amdp-backprop): duals, SGD, and the
+    trust region of each (REPPO's KL dual, the DIME chain's KL, AMDP's drift multiplier)."""
+
+
+@dataclass(frozen=True)
+class _CriticSection:
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    """Categorical (HL-Gauss) Q critic (reppo, trudi, amdp)."""
+
+
+@dataclass(frozen=True)
+class _GaussianSection:
+    gaussian: GaussianPolicyConfig = field(default_factory=GaussianPolicyConfig)
+    """Gaussian policy settings (ppo, reppo)."""
+
+
+@dataclass(frozen=True)
+class _DiffusionSection:
+    diffusion: DiffusionPolicyConfig = field(default_factory=DiffusionPolicyConfig)
+    """DIME diffusion policy settings (trudi, dime, dime-off, dppo); its trust region is the algorithm's."""
+
+
+@dataclass(frozen=True)
+class _AdjointSection:
+    adjoint: AdjointPolicyConfig = field(default_factory=AdjointPolicyConfig)
+    """Adjoint-matching diffusion policy settings (amdp, amdp-backprop, amdp-off); its drift trust region
+    is the algorithm's."""
+
+
+@dataclass(frozen=True)
+class _FlowSection:
+    flow: FlowPolicyConfig = field(default_factory=FlowPolicyConfig)
+    """Flow-matching policy settings (fpo)."""
+
+
+@dataclass(frozen=True)
+class _OffPolicySection:
+    offpolicy: OffPolicyConfig = field(default_factory=OffPolicyConfig)
+    """Replay buffer, critics and optimisers of the off-policy algorithms (sac, dime-off, amdp-off), and
+    amdp-off's drift trust region."""
+
+
+SECTION_CLASSES: dict[str, type] = {
+    "ppo": _PPOSection, "reppo": _REPPOSection, "critic": _CriticSection, "gaussian": _GaussianSection,
+    "diffusion": _DiffusionSection, "adjoint": _AdjointSection, "flow": _FlowSection,
+    "offpolicy": _OffPolicySection}
+"""Shared section name -> the dataclass that declares it as a run config field (:func:`config_type`)."""
+assert tuple(SECTION_CLASSES) == CONFIG_SECTIONS, "one declaring class per shared section, in its order"
+
+
+def _bases(sections) -> tuple[type, ...]:
+    """The bases of a run config class holding ``sections`` (shared section names): a dataclass lists
+    the fields of its bases last base first, so the run's own fields come first and the sections follow
+    in :data:`CONFIG_SECTIONS` order, as ``--help`` lists them."""
+    return tuple(SECTION_CLASSES[s] for s in reversed(CONFIG_SECTIONS) if s in sections) + (RunConfig,)
+
+
+@dataclass(frozen=True)
+class TrainConfig(*_bases(CONFIG_SECTIONS)):
+    """The run's own settings and every shared config section, whichever the algorithm reads.
+
+    What ``diffrl train --help`` without ``--algo`` lists, and a config Python code may build for any
+    algorithm: ``Trainer`` and ``build_run`` convert it to the algorithm's run config
+    (:func:`as_run_config`), refusing a changed setting in a section the algorithm does not read."""
 
 
 MOVED_FIELDS: dict[str, str] = {
@@ -346,7 +424,7 @@ def move_stored_fields(stored: dict) -> tuple[dict, list[str]]:
     metadata) in the current layout, and the moves made ("old -> new"). Each moved value goes to the
     name its algorithm reads it under (:func:`moved_field`), except where that name already held the value
     the run used (:data:`READ_BEFORE_MOVE`); a config stored after the move is returned unchanged."""
-    algo = stored.get("algo", TrainConfig.algo)
+    algo = stored.get("algo", RunConfig.algo)
     out = {key: dict(value) if isinstance(value, dict) else value for key, value in stored.items()}
     moves = []
     for old in MOVED_FIELDS:
@@ -367,49 +445,106 @@ def move_stored_fields(stored: dict) -> tuple[dict, list[str]]:
 _CONFIG_TYPES: dict[tuple, type] = {}
 
 
-def config_type(algo: str, for_cli: bool = False) -> type[TrainConfig]:
-    """The run config class of ``--algo algo``: :class:`TrainConfig`, plus the sections only that
-    algorithm defines (its record's ``own_sections``: an algorithm registered from outside diffrl).
+def _composed(algo: str, values: dict) -> RunConfig:
+    """Unpickle a run config of a composed class (a class made at run time cannot be named)."""
+    return config_type(algo)(**values)
 
-    ``for_cli``: the class ``diffrl train`` parses, in which the shared sections the algorithm does not
-    read are hidden (``--algo trudi --help`` lists TruDi's flags, not PPO's; typing one is refused with
-    the reason, ``cli.unread_flag_errors``). Convert what it parses with :func:`as_run_config`.
-    """
+
+def _reduce(self):
+    return _composed, (self.algo, {f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+
+
+def _make_type(name: str, spec, bases: tuple[type, ...], namespace: dict | None = None) -> type:
+    """A frozen dataclass: the fields of ``bases``, then ``spec``'s own sections."""
+    run_fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    clashes = sorted(set(spec.own_sections) & run_fields)
+    if clashes:
+        raise ConfigError(f"--algo {spec.name}: its own config sections {clashes} would replace run settings")
+    fields = [(section, cls, field(default_factory=cls)) for section, cls in spec.own_sections.items()]
+    cls = dataclasses.make_dataclass(name, fields, bases=bases, frozen=True, namespace=namespace)
+    cls.__module__ = __name__
+    return cls
+
+
+def config_type(algo: str) -> type[RunConfig]:
+    """The run config class of ``--algo algo``, ``RunConfig[name]``: :class:`RunConfig` and the config
+    sections the algorithm reads (its record's ``reads``: the shared sections it names, then the
+    sections only it defines, ``own_sections``), nothing else. It is what ``diffrl train --algo algo``
+    parses (``--help`` lists only those sections' flags), what a preset resolves to and what a run
+    stores in its run directory. :class:`TrainConfig` for a name that selects no algorithm."""
     spec = find(algo)
-    if spec is None or (not spec.own_sections and not for_cli):
+    if spec is None:
         return TrainConfig
-    # keyed by the section classes too: a module reloaded (or an algorithm registered again under its
-    # name) brings new classes, and a class built around the old ones would not parse their instances
-    key = (algo, for_cli, tuple(spec.own_sections.items()))
+    # keyed by the record's sections and section classes: a module reloaded (or an algorithm registered
+    # again under its name) brings new classes, and a class built around the old ones would not parse
+    # their instances
+    key = ("run", spec.name, tuple(spec.sections), tuple(spec.own_sections.items()))
     if key not in _CONFIG_TYPES:
-        import tyro
-        from typing import Annotated
-
-        run_fields = {f.name for f in dataclasses.fields(TrainConfig)}
-        clashes = sorted(set(spec.own_sections) & run_fields)
-        if clashes:
-            raise ConfigError(f"--algo {algo}: its own config sections {clashes} would replace run settings")
-        fields = [(name, cls, field(default_factory=cls)) for name, cls in spec.own_sections.items()]
-        if for_cli:
-            from diffrl.algos.registry import CONFIG_SECTIONS
-
-            for f in dataclasses.fields(TrainConfig):
-                if f.name in CONFIG_SECTIONS and f.name not in spec.reads:
-                    # a shared section's default_factory is its class (annotations are strings here)
-                    hidden = Annotated[f.default_factory, tyro.conf.Suppress]
-                    fields.append((f.name, hidden, field(default_factory=f.default_factory)))
-        name = "TrainConfig" if not for_cli else f"TrainConfig[{spec.name}]"
-        cls = dataclasses.make_dataclass(name, fields, bases=(TrainConfig,), frozen=True)
-        cls.__doc__ = TrainConfig.__doc__
-        cls.__module__ = __name__
-        _CONFIG_TYPES[key] = cls
+        _CONFIG_TYPES[key] = _make_type(f"RunConfig[{spec.name}]", spec, _bases(spec.sections),
+                                        {"__reduce__": _reduce})
     return _CONFIG_TYPES[key]
 
 
-def as_run_config(config: TrainConfig) -> TrainConfig:
+def full_config_type(algo: str) -> type[TrainConfig]:
+    """:class:`TrainConfig`, plus the sections only ``algo`` defines (an algorithm registered from
+    outside diffrl): a class that holds every setting of any run of ``algo``, with which a stored
+    config of an older layout is read and ``diffrl train --help`` without ``--algo`` lists every flag."""
+    spec = find(algo)
+    if spec is None or not spec.own_sections:
+        return TrainConfig
+    key = ("full", spec.name, tuple(spec.own_sections.items()))
+    if key not in _CONFIG_TYPES:
+        _CONFIG_TYPES[key] = _make_type(f"TrainConfig[{spec.name}]", spec, (TrainConfig,))
+    return _CONFIG_TYPES[key]
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def _dropped_setting_errors(config: RunConfig, algo: str, dropped: list[str]) -> list[str]:
+    """An error for each setting of the sections ``dropped`` (fields of ``config``) that differs
+    from its default, naming what ``algo`` reads instead."""
+    spec, errors = find(algo), []
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    for section in dropped:
+        value, default = getattr(config, section), _field_default(fields[section])
+        if value == default:
+            continue
+        reason = unread_reason(spec, section) if spec is not None else f"{algo} does not read it"
+        changed = ([(f"{section}.{f.name}", getattr(value, f.name), getattr(default, f.name))
+                    for f in dataclasses.fields(value)] if dataclasses.is_dataclass(value) else
+                   [(section, value, default)])
+        errors.extend(f"--{dotted.replace('_', '-')} ({v!r}) has no effect with --algo {algo}: {reason}"
+                      for dotted, v, d in changed if v != d)
+    return errors
+
+
+def as_run_config(config: RunConfig, drop_unread: bool = False) -> RunConfig:
     """``config`` as an instance of its algorithm's run config class (:func:`config_type`), the same
-    values: what :func:`config_type` ``(for_cli=True)`` parsed becomes a plain run config again."""
+    values: a :class:`TrainConfig` (or a config composed for another algorithm) keeps the sections the
+    algorithm reads, those it lacks take their defaults, and the others are dropped.
+
+    A dropped section must hold its defaults (ConfigError naming each changed setting, as
+    :meth:`RunConfig.validate` names them for a :class:`TrainConfig`: a setting that would do nothing
+    is refused), unless ``drop_unread``: then its values go (the command-line parser, which refuses a
+    typed flag of a section the algorithm does not read by what was typed, ``cli.unread_flag_errors``)."""
     cls = config_type(config.algo)
-    if type(config) is cls:
+    if type(config) is cls or cls is TrainConfig:  # an unknown --algo: refused when the run is built
         return config
-    return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
+    names = {f.name for f in dataclasses.fields(cls)}
+    dropped = [f.name for f in dataclasses.fields(config) if f.name not in names]
+    errors = [] if drop_unread else _dropped_setting_errors(config, config.algo, dropped)
+    if errors:
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(errors))
+    return cls(**{name: getattr(config, name) for name in names if hasattr(config, name)})
+
+
+def as_full_config(config: RunConfig) -> TrainConfig:
+    """``config`` with every shared section (:func:`full_config_type`): those it lacks at their
+    defaults. For setting a field by name for several algorithms at once, or parsing every flag."""
+    cls = full_config_type(config.algo)
+    if isinstance(config, cls):
+        return config
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name in names})

@@ -24,6 +24,7 @@ import types
 import typing
 from typing import Any
 
+from diffrl.algos.registry import CONFIG_SECTIONS
 from diffrl.config import MOVED_FIELDS, ConfigError, moved_field
 
 RENAMED_FIELDS = {
@@ -76,6 +77,15 @@ def set_field(config: Any, dotted: str, value: Any, source: str = "--set") -> An
         new = moved_field(dotted, config.algo)
         print(f"diffrl: note: {source} {dotted} is now {source} {new}", file=sys.stderr)
         dotted = new
+    section = dotted.partition(".")[0]
+    if (dataclasses.is_dataclass(config) and hasattr(config, "algo") and section in CONFIG_SECTIONS
+            and not any(f.name == section for f in dataclasses.fields(config))):
+        # a run config holds only the sections its algorithm reads (diffrl.config.config_type)
+        from diffrl.algos.registry import find, unread_reason
+
+        spec = find(config.algo)
+        reason = unread_reason(spec, section) if spec is not None else f"it has no {section} section"
+        raise ConfigError(f"{source} {dotted} has no effect with --algo {config.algo}: {reason}")
     return _set(config, dotted, value, dotted, source)
 
 

@@ -1,6 +1,6 @@
 """The presets of every algorithm family, resolved, and the rule that picks one by algorithm and env.
 
-A preset is a set of overrides of :class:`~diffrl.config.TrainConfig` fields (dotted names reach
+A preset is a set of overrides of run config fields (dotted names reach
 nested configs: ``"ppo.learning_rate"``); command-line flags override the preset. Each family declares
 its presets beside its code as :class:`~diffrl.algos.preset.Preset` records (a base preset, its own
 values, the source of each value): ``algos/ppo_presets.py`` (PPO, SPO, FPO, FPO++, DPPO),
@@ -30,7 +30,7 @@ from diffrl.algos import amdp_presets, offpolicy_presets, ppo_presets, reppo_pre
 from diffrl.algos import preset as declared
 from diffrl.algos.preset import EVERY_OTHER_FAMILY, Preset, PresetError, Step
 from diffrl.algos.registry import find
-from diffrl.config import ConfigError, TrainConfig
+from diffrl.config import ConfigError, RunConfig, TrainConfig
 
 # Names other modules and earlier versions import from here.
 from diffrl.algos.amdp_presets import AMDP_ENTROPY_TARGET_MULT  # noqa: F401
@@ -216,22 +216,31 @@ def _set(config: Any, dotted: str, value: Any) -> Any:
     return set_field(config, dotted, value, source="preset")
 
 
-def apply_preset(config: TrainConfig, name: str) -> TrainConfig:
+def apply_preset(config: RunConfig, name: str) -> RunConfig:
+    """``config`` with the preset ``name``'s values set. A :class:`~diffrl.config.TrainConfig` stays
+    one; a run config composed for its algorithm (:func:`~diffrl.config.config_type`) comes back as the
+    run config of the preset's algorithm."""
+    from diffrl.config import as_full_config, as_run_config
+
     presets = every_preset()
     if name not in presets:
         hint = close_presets(name)
         raise ConfigError(f"unknown preset {name!r};{' ' + hint if hint else ''} "
                           f"available: {', '.join(sorted(presets))}")
+    composed = not isinstance(config, TrainConfig)
+    config = as_full_config(config)  # a preset may set the algorithm, and with it the sections read
     for key, value in presets[name].items():
         config = _set(config, key, value)
-    return dataclasses.replace(config, preset=name)
+    config = dataclasses.replace(config, preset=name)
+    return as_run_config(config) if composed else config
 
 
-def resolve(algo: str, env: str, preset: str | None) -> TrainConfig:
-    """Defaults for (algo, env): the named preset, else the tuned default, else plain defaults."""
-    from diffrl.config import config_type
+def resolve(algo: str, env: str, preset: str | None) -> RunConfig:
+    """Defaults for (algo, env): the named preset, else the tuned default, else plain defaults, as
+    the run config of ``algo`` (:func:`~diffrl.config.config_type`: the sections it reads)."""
+    from diffrl.config import as_run_config, full_config_type
 
-    config = config_type(algo)(algo=algo, env=env)
+    config = full_config_type(algo)(algo=algo, env=env)
     name = preset or default_preset(algo, env)
     if name is not None:
         config = apply_preset(config, name)
@@ -240,4 +249,4 @@ def resolve(algo: str, env: str, preset: str | None) -> TrainConfig:
             config = dataclasses.replace(config, algo=algo)
         if config.algo != algo:
             raise ConfigError(f"preset {name!r} is for --algo {config.algo}, not {algo}")
-    return config
+    return as_run_config(config)

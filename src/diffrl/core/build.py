@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from diffrl.config import ConfigError, TrainConfig
+from diffrl.config import ConfigError, RunConfig
 
 
-def env_kwargs(config: TrainConfig) -> dict[str, Any]:
+def env_kwargs(config: RunConfig) -> dict[str, Any]:
     """Constructor arguments the config gives the env named by ``config.env`` (also used
     to rebuild it for videos): the brax backend, Playground's physics implementation and
     task config overrides, and the asymmetric critic observation."""
@@ -22,7 +22,7 @@ def env_kwargs(config: TrainConfig) -> dict[str, Any]:
     return kwargs
 
 
-def make_base_env(config: TrainConfig):
+def make_base_env(config: RunConfig):
     """The unbatched, unwrapped environment named by ``config.env``.
 
     With ``asymmetric_critic`` the env must provide a separate critic observation
@@ -70,7 +70,7 @@ def check_state_structure(env, name: str) -> None:
                           "both, with the same shape (reset can return a neutral value)")
 
 
-def make_algorithm(config: TrainConfig, spec):
+def make_algorithm(config: RunConfig, spec):
     from diffrl.algos.registry import UnknownAlgorithm, get
 
     try:
@@ -83,7 +83,7 @@ def make_algorithm(config: TrainConfig, spec):
         raise ConfigError(f"--algo {config.algo}: {e}") from None
 
 
-def build(config: TrainConfig):
+def build(config: RunConfig):
     """Validate, then build. Returns (train_env, algo, eval_env), both envs batched; for a host
     environment (``dmc/``) both are one :class:`~diffrl.envs.host_registry.HostEnvMaker`."""
     from diffrl.core.evaluate import wrap_for_eval
@@ -111,7 +111,7 @@ def build(config: TrainConfig):
     return env, algo, eval_env
 
 
-def _maniskill_backend(config: TrainConfig) -> str:
+def _maniskill_backend(config: RunConfig) -> str:
     """--maniskill-backend resolved for this machine and run (``workers`` for other envs)."""
     if not config.env.startswith("maniskill/"):
         return "workers"
@@ -125,7 +125,7 @@ def _maniskill_backend(config: TrainConfig) -> str:
         raise ConfigError(str(e)) from None
 
 
-def _check_samplers(config: TrainConfig, algo) -> None:
+def _check_samplers(config: RunConfig, algo) -> None:
     from diffrl.policies.base import renamed_sampler_note
 
     for sampler in config.eval_samplers:

@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from diffrl.config import TrainConfig
+from diffrl.config import RunConfig, as_run_config
 from diffrl.core.build import build
 from diffrl.core.stepping import Stepper
 
@@ -30,7 +30,7 @@ def seed_keys(seed: int, num_seeds: int) -> jax.Array:
 class Run:
     """Everything one configuration trains and evaluates with; building it compiles nothing."""
 
-    config: TrainConfig
+    config: RunConfig
     env: Any
     """The batched training environment (a host environment: its ``HostEnvMaker``)."""
     eval_env: Any
@@ -57,11 +57,14 @@ class Run:
         return seed_keys(self.config.seed, self.config.num_seeds)
 
 
-def build_run(config: TrainConfig, eval_env=None) -> Run:
+def build_run(config: RunConfig, eval_env=None) -> Run:
     """Validate ``config`` and build its run. ``eval_env`` replaces the evaluation environment
-    (a JAX one, batched without auto-reset: ``diffrl.core.evaluate.wrap_for_eval``)."""
+    (a JAX one, batched without auto-reset: ``diffrl.core.evaluate.wrap_for_eval``). A
+    :class:`~diffrl.config.TrainConfig` is turned into its algorithm's run config first
+    (:func:`~diffrl.config.as_run_config`), which the run holds."""
     from diffrl.envs.registry import is_host_env
 
+    config = as_run_config(config)
     env, algo, built_eval_env = build(config)
     eval_env = built_eval_env if eval_env is None else eval_env
     if is_host_env(config.env):  # stepped outside JAX: the simulators live in worker processes
@@ -80,7 +83,7 @@ def build_run(config: TrainConfig, eval_env=None) -> Run:
     return Run(config=config, env=env, eval_env=eval_env, algo=algo, stepper=stepper)
 
 
-def restore_run(config: TrainConfig, path: str | Path) -> tuple[Run, Any, dict]:
+def restore_run(config: RunConfig, path: str | Path) -> tuple[Run, Any, dict]:
     """(run, restored train state, metadata) of the checkpoint ``path`` of a run trained with
     ``config``; every leaf of the state has a seeds axis. Starts no simulator.
 

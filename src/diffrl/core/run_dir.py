@@ -1,7 +1,7 @@
 """Run directories: where a run is written, refusing to start inside another, and its config read back.
 
 What a run directory holds (``config.json``'s run record and the codecs it is written with) is
-:mod:`diffrl.plumbing.records`, a ground-floor module; this one knows ``TrainConfig`` and the algorithms,
+:mod:`diffrl.plumbing.records`, a ground-floor module; this one knows the run config and the algorithms,
 so it is the one that turns a stored record back into the config a run trains with.
 """
 from __future__ import annotations
@@ -70,15 +70,19 @@ def move_aside(run_dir: str | Path) -> Path:
 
 
 def load_run_config(run_dir: str | Path):
-    """The TrainConfig a run directory was trained with (from its config.json).
+    """The run config a run directory was trained with (from its config.json), an instance of its
+    algorithm's run config class (:func:`diffrl.config.config_type`).
 
     Evaluation samplers stored under names since retired (:data:`RENAMED_EVAL_SAMPLERS`) are
     mapped to the new names with a warning: the computation is the same, and a resumed run logs
     them under the new names from then on. Settings stored in the section they have since moved
-    out of (:data:`diffrl.config.MOVED_FIELDS`) are read in their new place, with a warning.
+    out of (:data:`diffrl.config.MOVED_FIELDS`) are read in their new place, with a warning. A config
+    stored with every shared section (older run directories) loses the sections its algorithm does not
+    read; a setting among them, or among its ignored ``unused_settings``, that is not at its default
+    was never read, and is named in a warning.
     """
     from diffrl.algos.registry import without_unused_settings
-    from diffrl.config import RENAMED_EVAL_SAMPLERS, TrainConfig, config_type, move_stored_fields
+    from diffrl.config import RENAMED_EVAL_SAMPLERS, RunConfig, as_run_config, full_config_type, move_stored_fields
     from diffrl.plumbing.records import config_from_json
 
     path = Path(run_dir) / "config.json"
@@ -87,12 +91,14 @@ def load_run_config(run_dir: str | Path):
     stored, moves = move_stored_fields(json.loads(path.read_text())["config"])
     if moves:
         warnings.warn(f"{run_dir}: stored settings read in their new place: {', '.join(moves)}", stacklevel=2)
-    # the class of its algorithm: one registered from outside diffrl may add config sections of its own
-    config = config_from_json(config_type(stored.get("algo", TrainConfig.algo)), stored)
+    # read with every section (an older run stored them all; one registered from outside diffrl may add
+    # sections of its own), then composed for its algorithm
+    config = config_from_json(full_config_type(stored.get("algo", RunConfig.algo)), stored)
     config, unused = without_unused_settings(config)
     if unused:
         warnings.warn(f"{run_dir}: stored settings {', '.join(unused)} were never read by {config.algo}; "
-                      "they are reset to their defaults (the run is unchanged)", stacklevel=2)
+                      "its config does not keep them (the run is unchanged)", stacklevel=2)
+    config = as_run_config(config)
     renamed = RENAMED_EVAL_SAMPLERS.get(config.algo, {})
     if any(s in renamed for s in config.eval_samplers):
         samplers = tuple(renamed.get(s, s) for s in config.eval_samplers)

@@ -23,7 +23,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from diffrl.config import TrainConfig
+from diffrl.config import RunConfig, as_run_config
 from diffrl.core.loggers import JsonlLogger, MultiLogger, TensorBoardLogger, WandbLogger
 from diffrl.core.loop import TrainState
 from diffrl.core.run import Run, build_run, seed_keys
@@ -84,7 +84,7 @@ def as_os_error(error: Exception, path) -> Exception:
     return error
 
 
-def resume_progress(config: TrainConfig) -> tuple[int, int] | None:
+def resume_progress(config: RunConfig) -> tuple[int, int] | None:
     """(env steps the latest valid checkpoint of ``config.resume`` holds, env steps ``config``
     trains), per seed; None when the run directory has no valid checkpoint."""
     from diffrl.plumbing.checkpoint import latest_valid_checkpoint, read_metadata
@@ -98,7 +98,7 @@ def resume_progress(config: TrainConfig) -> tuple[int, int] | None:
     return done, config.trained_env_steps
 
 
-def completed_summary(config: TrainConfig) -> dict | None:
+def completed_summary(config: RunConfig) -> dict | None:
     """The stored summary of a resumed run that has already trained every step ``config`` asks
     for (a scheduler's requeue of a finished run), else None: such a resume compiles nothing and
     rewrites nothing."""
@@ -119,9 +119,11 @@ class Trainer:
     when given); the trainer is the loop around it: chunks, evaluations, checkpoints, logs,
     progress, signals and the run directory."""
 
-    def __init__(self, config: TrainConfig, progress_fn: Callable[[dict], None] | None = None,
+    def __init__(self, config: RunConfig, progress_fn: Callable[[dict], None] | None = None,
                  metrics_fn: Callable[[int, dict], None] | None = None, run: Run | None = None):
-        self.config = config
+        # the run config of its algorithm (a TrainConfig keeps only the sections the algorithm reads;
+        # a changed setting of another section is refused): what is built, checkpointed and stored
+        self.config = config = as_run_config(config)
         # Before anything touches a device: a multi-process run joins its peers first.
         initialize_distributed(config.coordinator_address, config.num_processes, config.process_id)
         self.built = build_run(config) if run is None else run  # validates first (device count included)
