@@ -218,6 +218,7 @@ def test_dm_control_catalogue_mirrors_the_suite():
     assert DMC_TASKS == tuple(f"{d}-{t}" for d, t in suite.ALL_TASKS)
 
 
+@pytest.mark.heavy(27)  # seconds measured on one core with a warm compile cache (tests/conftest.py starts heavy tests first)
 @pytest.mark.timeout(400)
 def test_train_and_resume_on_dm_control(tmp_path):
     """REPPO on dmc/cartpole-balance through the trainer (2 workers), interrupted after the first

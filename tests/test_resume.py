@@ -32,7 +32,8 @@ def small(algo, out, **kw):
         **{**getattr(config, sub).__dict__, "num_minibatches": 4, "num_epochs": 1})})
 
 
-@pytest.mark.parametrize("algo", ["ppo", "reppo", "trudi", "amdp"])
+@pytest.mark.parametrize("algo", ["ppo", "reppo", pytest.param("trudi", marks=pytest.mark.heavy(24)),
+                                  pytest.param("amdp", marks=pytest.mark.heavy(19))])  # seconds measured on one core with a warm compile cache (tests/conftest.py starts heavy tests first)
 def test_interrupt_and_resume_is_bitwise_identical(tmp_path, algo):
     Trainer(small(algo, tmp_path / "full")).run()
     interrupted = Trainer(small(algo, tmp_path / "cut"))
@@ -114,6 +115,7 @@ def _as_stored_before_the_trust_region_moved(config: dict) -> dict:
     return old
 
 
+@pytest.mark.heavy(27)  # seconds measured on one core with a warm compile cache (tests/conftest.py starts heavy tests first)
 def test_a_run_stored_before_the_trust_region_moved_resumes_and_evaluates(tmp_path, capsys):
     """A run directory whose config.json predates the move (diffrl.config.MOVED_FIELDS) loads with the
     settings in their new place: `diffrl train --resume` continues it bit for bit as the uninterrupted run

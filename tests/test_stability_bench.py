@@ -75,6 +75,7 @@ class Killed(Exception):
     """Stands in for a kill -9 between two checkpoints."""
 
 
+@pytest.mark.heavy(28)  # seconds measured on one core with a warm compile cache (tests/conftest.py starts heavy tests first)
 def test_a_killed_pair_resumes_to_the_uninterrupted_record(tmp_path, monkeypatch):
     """--resume continues from the last checkpoint: the same evaluations and per-iteration metrics,
     to the bit, as a run that was never stopped; without --resume the used directory is refused."""
