@@ -302,6 +302,12 @@ def matmul_peak(sizes=(512, 1024, 2048), repeats: int = 5, shapes=LEARNER_SHAPES
     return out
 
 
+MATMUL_PROBES = {"test": {"sizes": (256,), "repeats": 2, "shapes": ((64, 128, 128),)}}
+"""Tiers that probe the machine with smaller matmuls than :func:`matmul_peak`'s defaults: the ``test``
+tier rehearses the command (its record, table and derived figures), and the full probe, run before
+and after the cells, is about 25 s of one core each time."""
+
+
 def _timed(fn) -> tuple[float, float]:
     """(wall, CPU) seconds of one call."""
     t0, c0 = time.perf_counter(), time.process_time()
@@ -638,7 +644,7 @@ def main(argv: list[str]) -> int:
         cells = [c for c in cells if c not in done or any(p not in done[c] for p in programs)]
     if repeats and not record["matmul"]:
         _log("matmul peak (this process)")
-        record["matmul"]["this process"] = matmul_peak()
+        record["matmul"]["this process"] = matmul_peak(**MATMUL_PROBES.get(args.tier, {}))
         if args.matmul_cores:
             record["matmul"][f"cores {args.matmul_cores}"] = matmul_peak_on(args.matmul_cores)
     for algo, preset, env in cells:
@@ -654,7 +660,7 @@ def main(argv: list[str]) -> int:
             _log(f"  kept the earlier programs of {preset}")
         atomic_write_json(json_path, record)
     if repeats:  # again at the end: the machine's load may have moved during the cells
-        record["matmul"]["this process, after"] = matmul_peak()
+        record["matmul"]["this process, after"] = matmul_peak(**MATMUL_PROBES.get(args.tier, {}))
     atomic_write_json(json_path, record)
     md_path.write_text(markdown(record))
     print(markdown(record))

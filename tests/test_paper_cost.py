@@ -76,7 +76,7 @@ def test_roofline_is_the_larger_of_compute_and_memory_time():
     assert paper_cost.roofline_s(1.0, 3.35e12, gpu) == pytest.approx(1.0)
 
 
-@pytest.mark.heavy(80)  # compiles a small preset's programs: 78 s measured on a shared core
+@pytest.mark.heavy(55)  # compiles a small preset's programs: 102 s on one core, cold compile cache, of which 49 s were the full matmul probe the test tier no longer runs
 def test_the_command_measures_one_small_preset(tmp_path):
     assert paper_cost.main(["--tier", "test", "--out", str(tmp_path), "--time-iterations", "1"]) == 0
     record = json.loads((tmp_path / "test.json").read_text())
