@@ -74,33 +74,28 @@ class RandomPolicy:
 
 
 def random_return(config, episodes: int = 256, seed: int = 12345) -> float:
-    """Mean return of uniformly random actions over ``episodes`` evaluation episodes."""
+    """Mean return of uniformly random actions over ``episodes`` evaluation episodes (at most 32 on a
+    host-stepped environment: each dm_control episode is 1000 host steps, 256 would take minutes)."""
     import jax
 
     from diffrl.core.build import build
-    from diffrl.core.evaluate import make_evaluate
+    from diffrl.core.run import evaluation_stepper
     from diffrl.maths.normalization import init_stats
 
+    from diffrl.envs.registry import is_host_env
+
+    episodes = min(episodes, 32) if is_host_env(config.env) else episodes  # its cost, not its code path
     config = config.replace(eval_envs=episodes, num_seeds=1)
     _, _, eval_env = build(config)
     spec = eval_env.spec
-    from diffrl.envs.registry import is_host_env
-
-    if is_host_env(config.env):  # stepped on the host: the host loop's evaluation
-        from diffrl.core.host_loop import HostStepper
-
-        # 32 episodes: each is 1000 host steps of dm_control (256 would take minutes)
-        host = HostStepper(config.replace(eval_envs=min(episodes, 32)), eval_env, RandomPolicy(spec.action_size))
-        try:
-            stats = jax.tree.map(lambda x: x[None], init_stats(spec.obs_size))
-            out = host.evaluate(None, stats, stats, jax.random.PRNGKey(seed)[None], "random")
-        finally:
-            host.close()
-        return float(out["episode_return"][0])
-    evaluate = make_evaluate(config, eval_env, RandomPolicy(spec.action_size))
-    out = jax.jit(evaluate, static_argnums=4)(None, init_stats(spec.obs_size), init_stats(spec.critic_size),
-                                               jax.random.PRNGKey(seed), "random")
-    return float(out["episode_return"])
+    stepper = evaluation_stepper(config, RandomPolicy(spec.action_size), eval_env)
+    with_seeds = lambda tree: jax.tree.map(lambda x: x[None], tree)  # noqa: E731
+    try:
+        out = stepper.evaluate(None, with_seeds(init_stats(spec.obs_size)), with_seeds(init_stats(spec.critic_size)),
+                               jax.random.PRNGKey(seed)[None], "random")
+    finally:
+        stepper.close()
+    return float(out["episode_return"][0])
 
 
 DROP_THRESHOLD = 0.2

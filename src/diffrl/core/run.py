@@ -57,6 +57,24 @@ class Run:
         return seed_keys(self.config.seed, self.config.num_seeds)
 
 
+def evaluation_stepper(config: RunConfig, actor, eval_env) -> Stepper:
+    """A :class:`~diffrl.core.stepping.Stepper` that only evaluates: ``actor`` (any object with the
+    algorithm's ``eval_action(state, obs, critic_obs, key, sampler)``, e.g. a baseline of uniformly
+    random actions) on ``eval_env`` (the third of :func:`~diffrl.core.build.build`'s results), stepped
+    by JAX or by the host as :func:`build_run` chooses. Its ``evaluate`` takes ``algo_state`` None-able
+    and every argument with the leading seeds axis; ``start`` and ``template`` are not for it."""
+    from diffrl.envs.registry import is_host_env
+
+    if is_host_env(config.env):
+        from diffrl.core.host_loop import HostStepper
+
+        return HostStepper(config, eval_env, actor)
+    from diffrl.core.evaluate import make_evaluate
+    from diffrl.core.stepping import JaxStepper
+
+    return JaxStepper(None, make_evaluate(config, eval_env, actor))
+
+
 def build_run(config: RunConfig, eval_env=None) -> Run:
     """Validate ``config`` and build its run. ``eval_env`` replaces the evaluation environment
     (a JAX one, batched without auto-reset: ``diffrl.core.evaluate.wrap_for_eval``). A
