@@ -115,3 +115,17 @@ def test_a_killed_pair_resumes_to_the_uninterrupted_record(tmp_path, monkeypatch
     # a recorded pair is read back, not retrained
     monkeypatch.setattr(Trainer, "run", lambda self: pytest.fail("retrained a recorded pair"))
     assert stability.main(argv(tmp_path / "cut") + ["--resume"]) == 0
+
+
+def test_random_baseline_on_a_jax_and_a_host_task():
+    """random_return through core.run.evaluation_stepper on both kinds of task: gymnax Pendulum-v1's
+    uniformly random return is about -1238 (256 episodes; the reward is at most 0, and one episode of
+    200 steps scores at least -16.27 x 200); dm_control's cartpole-balance pays at most 1 per step of its
+    1000, and the same seed gives the same episodes."""
+    from diffrl.config.presets import resolve
+
+    pendulum = stability.random_return(resolve("ppo", "gymnax/Pendulum-v1", None))
+    assert pendulum == pytest.approx(-1238.5, rel=2e-3)
+    cartpole = resolve("reppo", "dmc/cartpole-balance", None)
+    first = stability.random_return(cartpole, episodes=2)
+    assert 0 < first <= 1000 and stability.random_return(cartpole, episodes=2) == first
