@@ -80,9 +80,8 @@ def random_return(config, episodes: int = 256, seed: int = 12345) -> float:
 
     from diffrl.core.build import build
     from diffrl.core.run import evaluation_stepper
-    from diffrl.maths.normalization import init_stats
-
     from diffrl.envs.registry import is_host_env
+    from diffrl.maths.normalization import init_stats
 
     episodes = min(episodes, 32) if is_host_env(config.env) else episodes  # its cost, not its code path
     config = config.replace(eval_envs=episodes, num_seeds=1)

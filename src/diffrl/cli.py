@@ -249,7 +249,7 @@ def _parse_type(cls: type, algo: str) -> tuple[type, dict[str, tuple[type, type]
     replaced by a subclass in which those fields are ``tyro.conf.Suppress``-ed, so ``--help`` lists
     only what the algorithm reads. Returns the class and {section: (subclass, section class)}; empty
     when nothing is hidden. Parsing only: a parsed config is turned back into ``cls`` at once
-    (:func:`_from_parse_type`), so no other code sees these classes. A typed flag of a hidden field
+    (:func:`_swap_sections`), so no other code sees these classes. A typed flag of a hidden field
     is refused with its reason before parsing (:func:`unread_flag_errors`)."""
     import dataclasses
     import typing

@@ -57,22 +57,34 @@ class Run:
         return seed_keys(self.config.seed, self.config.num_seeds)
 
 
+def _stepper(config: RunConfig, env, eval_env, actor, train: bool) -> Stepper:
+    """The one choice between an environment JAX steps and one the host steps. ``train``: the stepper
+    also trains ``actor`` (the run's algorithm) on ``env``; otherwise it only evaluates ``actor``."""
+    from diffrl.envs.registry import is_host_env
+
+    if is_host_env(config.env):  # stepped outside JAX: the simulators live in worker processes
+        from diffrl.core.host_loop import HostStepper
+
+        return HostStepper(config, env, actor)
+    from diffrl.core.evaluate import make_evaluate
+    from diffrl.core.loop import make_components
+    from diffrl.core.stepping import JaxStepper
+
+    from diffrl.plumbing.program_cache import program_identity
+
+    if not train:
+        return JaxStepper(None, make_evaluate(config, eval_env, actor))
+    return JaxStepper(make_components(config, env, actor), make_evaluate(config, eval_env, actor),
+                      identity=program_identity(config))
+
+
 def evaluation_stepper(config: RunConfig, actor, eval_env) -> Stepper:
     """A :class:`~diffrl.core.stepping.Stepper` that only evaluates: ``actor`` (any object with the
     algorithm's ``eval_action(state, obs, critic_obs, key, sampler)``, e.g. a baseline of uniformly
     random actions) on ``eval_env`` (the third of :func:`~diffrl.core.build.build`'s results), stepped
     by JAX or by the host as :func:`build_run` chooses. Its ``evaluate`` takes ``algo_state`` None-able
     and every argument with the leading seeds axis; ``start`` and ``template`` are not for it."""
-    from diffrl.envs.registry import is_host_env
-
-    if is_host_env(config.env):
-        from diffrl.core.host_loop import HostStepper
-
-        return HostStepper(config, eval_env, actor)
-    from diffrl.core.evaluate import make_evaluate
-    from diffrl.core.stepping import JaxStepper
-
-    return JaxStepper(None, make_evaluate(config, eval_env, actor))
+    return _stepper(config, eval_env, eval_env, actor, train=False)
 
 
 def build_run(config: RunConfig, eval_env=None) -> Run:
@@ -80,24 +92,10 @@ def build_run(config: RunConfig, eval_env=None) -> Run:
     (a JAX one, batched without auto-reset: ``diffrl.core.evaluate.wrap_for_eval``). A
     :class:`~diffrl.config.TrainConfig` is turned into its algorithm's run config first
     (:func:`~diffrl.config.as_run_config`), which the run holds."""
-    from diffrl.envs.registry import is_host_env
-
     config = as_run_config(config)
     env, algo, built_eval_env = build(config)
     eval_env = built_eval_env if eval_env is None else eval_env
-    if is_host_env(config.env):  # stepped outside JAX: the simulators live in worker processes
-        from diffrl.core.host_loop import HostStepper
-
-        stepper = HostStepper(config, env, algo)
-    else:
-        from diffrl.core.evaluate import make_evaluate
-        from diffrl.core.loop import make_components
-        from diffrl.core.stepping import JaxStepper
-
-        from diffrl.plumbing.program_cache import program_identity
-
-        stepper = JaxStepper(make_components(config, env, algo), make_evaluate(config, eval_env, algo),
-                             identity=program_identity(config))
+    stepper = _stepper(config, env, eval_env, algo, train=True)
     return Run(config=config, env=env, eval_env=eval_env, algo=algo, stepper=stepper)
 
 
