@@ -106,3 +106,20 @@ def test_a_checkpoint_directory_turned_read_only_mid_run_keeps_the_last_checkpoi
         proc.kill()
         proc.wait()
         subprocess.run(["umount", "-l", str(checkpoints)], capture_output=True)
+
+
+def test_the_verdict_never_shares_a_line_with_a_cut_off_traceback():
+    """A thread's traceback in progress when the verdict is printed may already have sent a fragment
+    (``RuntimeError: ``, no line end) to stderr, flushed by another writer of the same stream; the
+    verdict still is a line of its own and the last one, and nothing written after it shows."""
+    script = ("import sys, diffrl.cli as cli\n"
+              "cli._PROCESS_ENTRY = True\n"
+              "sys.stderr.write('earlier line\\nRuntimeError: '); sys.stderr.flush()\n"
+              "cli._say_last('diffrl train: cannot write x')\n"
+              "sys.stderr.write('after the verdict\\n'); sys.stderr.flush()\n"
+              "import os; os.write(2, b'from C after the verdict\\n')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "earlier line" and lines[-1] == "diffrl train: cannot write x", proc.stderr
+    assert "after the verdict" not in proc.stderr

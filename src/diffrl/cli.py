@@ -761,8 +761,11 @@ def _say_last(line: str) -> None:
     is deliberately not flushed: it is line-buffered, so everything this process said in whole
     lines is already out, and what it still holds is a fragment of a thread's traceback in
     progress (the interpreter prints a source line's indentation and its text as separate writes),
-    which a flush would put in front of the verdict on the same line. Called from Python, stderr
-    is left alone."""
+    which a flush would put in front of the verdict on the same line. Not flushing is not enough:
+    any other flush of that object (a logging handler's, after its record) before the descriptor
+    moves sends such a fragment (``RuntimeError: ``, cut off) to stderr, so the verdict begins
+    with a line break of its own and never shares a line with what came before. Called from
+    Python, stderr is left alone."""
     if not _PROCESS_ENTRY:
         print(line, file=sys.stderr)
         return
@@ -771,7 +774,7 @@ def _say_last(line: str) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
     os.close(devnull)
-    os.write(original, (line + "\n").encode())
+    os.write(original, ("\n" + line + "\n").encode())
     os.close(original)
 
 
