@@ -82,9 +82,10 @@ train: setup
 	MUJOCO_GL=egl $(PY) -m diffrl.cli train $(TRAIN_ARGS)
 
 # Two pytest workers (pytest-xdist): the suite is dominated by compiling and by small
-# single-threaded training programs, so two processes keep both CPU cores busy.
+# single-threaded training programs, so two processes keep both CPU cores busy. The 20 slowest
+# tests are listed at the end: where a CI run's time goes (the suite must stay under 30 minutes).
 test: setup setup-host setup-maniskill
-	JAX_PLATFORMS=cpu MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --dist worksteal $(PYTEST_ARGS)
+	JAX_PLATFORMS=cpu MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --dist worksteal --durations=20 $(PYTEST_ARGS)
 
 # Dependency drift (not part of `test`): the newest jax/flax/optax/orbax/mujoco(-mjx) that resolve together,
 # in a separate venv under /tmp (never .venv), then a fast subset of the tests and one short learning run per

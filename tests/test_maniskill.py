@@ -55,6 +55,38 @@ def test_spec_reward_range_and_reproducible_episodes():
     env.close()
 
 
+def test_building_a_task_skips_the_older_objects_in_maniskills_full_collection(monkeypatch):
+    """ManiSkill's full ``gc.collect()`` before each scene (seconds in a process holding many
+    compiled programs) sees only the objects made during the build; afterwards nothing stays frozen,
+    and a freeze of the caller's own is left as it was."""
+    import gc
+
+    import mani_skill.envs.sapien_env as sapien_env
+
+    seen = []
+    real_collect = gc.collect
+
+    class RecordingGC:  # ManiSkill's module-level `gc`, with its collect calls recorded
+        def __getattr__(self, name):
+            return getattr(gc, name)
+
+        def collect(self, *args):
+            seen.append(gc.get_freeze_count())
+            return real_collect(*args)
+
+    monkeypatch.setattr(sapien_env, "gc", RecordingGC())
+    held = [[i] for i in range(1000)]  # objects that exist before the build
+    ManiSkillEnv("PushCube-v1").close()
+    assert seen and seen[0] >= len(held)  # the build's collection: the older objects frozen
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        ManiSkillEnv("PushCube-v1").close()
+        assert gc.get_freeze_count() > 0  # still frozen (less what died meanwhile): the caller's freeze kept
+    finally:
+        gc.unfreeze()
+
+
 @pytest.mark.parametrize("bootstrap", [True, False])
 def test_a_task_termination_is_a_truncation_unless_asked(bootstrap, monkeypatch):
     """A success ends the episode; by default it is reported as a truncation (bootstrapped), as in

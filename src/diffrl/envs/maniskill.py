@@ -38,6 +38,8 @@ scene instead, in this process, with DLPack into JAX: ``diffrl.envs.maniskill_ba
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 
 import numpy as np
@@ -132,13 +134,35 @@ def _import_maniskill():
     return gym
 
 
+@contextlib.contextmanager
+def older_objects_left_to_the_collector():
+    """Full garbage collections inside skip the objects that existed before (``gc.freeze``).
+
+    ManiSkill builds a scene after a full ``gc.collect()`` (``BaseEnv._clear``, meant to free a
+    previous scene's GPU memory), whose cost grows with everything else the process holds: in a
+    process that has compiled many JAX programs (a training run's host batch, a test worker) that
+    took seconds per environment built, against ~0.05 s for the same build with the older objects
+    frozen (3M small objects held: 0.68 -> 0.05 s). The garbage of a new scene is young, so it is
+    still collected; the older objects return to the collector's oldest generation at once.
+    Someone else's freeze is left alone (nothing is frozen or unfrozen then)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def make_task(task: str, num_envs: int, sim_backend: str, **kwargs):
     """``gymnasium.make`` of a ManiSkill task as diffrl uses it (state observations, the normalised
     dense reward, rgb_array rendering), with a clear error when SAPIEN finds no Vulkan driver."""
     gym = _import_maniskill()
     try:
-        return gym.make(task, obs_mode="state", num_envs=num_envs, sim_backend=sim_backend,
-                        render_mode="rgb_array", reward_mode="normalized_dense", **kwargs)
+        with older_objects_left_to_the_collector():
+            return gym.make(task, obs_mode="state", num_envs=num_envs, sim_backend=sim_backend,
+                            render_mode="rgb_array", reward_mode="normalized_dense", **kwargs)
     except RuntimeError as e:
         if "vulkan" in str(e).lower() or "render" in str(e).lower():
             raise RuntimeError(
