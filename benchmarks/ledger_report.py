@@ -205,7 +205,39 @@ def m1_table(runs: dict, randoms: dict) -> str:
                          f"{fmt(bootstrap(n, iqm))} | {_wall(run)} |")
         lines.append("")
     lines += aggregate_lines(runs, randoms, tasks)
+    lines += no_learning_lines(runs, randoms, tasks)
     return "\n".join(lines) + "\n"
+
+
+NO_LEARNING_GAIN = 0.05
+"""A run 'does not learn' when no seed's best evaluation after step 0 rises above both its own
+step-0 evaluation and R_random by more than this fraction of the range (1000 - R_random)."""
+
+
+def learning_gain(run: "Run", random_return: float) -> np.ndarray:
+    """(K,) per seed: the best normalised evaluation after step 0 minus the larger of the seed's
+    normalised step-0 evaluation and 0 (the random policy): how far a seed ever got above where it
+    started, in units of the random-to-maximum range."""
+    curves = normalised(run.curves, random_return)  # (E, K), row 0 the evaluation before training
+    return curves[1:].max(axis=0) - np.maximum(curves[0], 0.0)
+
+
+def no_learning_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
+    lines = ["## Runs that do not learn", "",
+             f"No seed's best evaluation after step 0 rose by more than {NO_LEARNING_GAIN} of the range above both "
+             "its step-0 evaluation and the random policy (the curves: `curves_m1_<task>.png`).", ""]
+    found = []
+    for task in tasks:
+        for run in sorted((runs[k] for k in sorted(runs) if k[0] == "m1" and k[2] == task),
+                          key=lambda r: ledger_plan.M1_ALGOS.index(r.label)):
+            gain = learning_gain(run, randoms[task])
+            if gain.max() <= NO_LEARNING_GAIN:
+                name = task.split("/")[1]
+                found.append(f"| {name} | {run.label} | {run.num_seeds} | {gain.max():.3f} | "
+                             f"[curves](curves_m1_{name}.png) |")
+    if not found:
+        return lines + ["None among the finished runs.", ""]
+    return lines + ["| task | algo | seeds | best seed's gain | curves |", "|---|---|---|---|---|"] + found + [""]
 
 
 def _complete_tasks(runs: dict, tasks: list[str], algos) -> list[str]:

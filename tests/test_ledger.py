@@ -219,6 +219,7 @@ def test_report_renders_from_records_and_check_catches_a_stale_table(monkeypatch
     m1 = (root / "report" / "m1.md").read_text()
     assert "## CheetahRun" in m1 and "Over the 2 tasks every algorithm has finished" in m1
     assert "| trudi | reppo | 1.000 [1.000, 1.000] |" in m1 and "| ppo | 10 |" not in m1
+    assert "## Runs that do not learn" in m1 and "None among the finished runs." in m1
     status = (root / "report" / "status.md").read_text()
     assert f"| m1 | {sum(1 for c in ledger_plan.matrix1() if c.task.split('/')[1] in tasks)} |" in status
     assert ledger_report.check(root) == 0
@@ -232,6 +233,27 @@ def test_report_renders_from_records_and_check_catches_a_stale_table(monkeypatch
     path.write_text(json.dumps(record))
     tables, _, _ = ledger_report.render_tables(root)
     assert "reppo.kl_bound" in tables["status.md"] and "Over the 1 tasks" in tables["m1.md"]
+
+
+def test_runs_that_never_rise_above_their_start_or_random_are_listed_as_not_learning():
+    class FakeRun:  # the two attributes learning_gain and no_learning_lines read
+        label, num_seeds = "reppo", 3
+
+        def __init__(self, curves):
+            self.curves = np.asarray(curves, np.float64)  # (E, K), row 0 before training
+
+    random_return = 100.0  # range 900: a gain of 0.05 is 45 return
+    # seed 0 starts above random (a Gaussian's zero action) and never gets 45 above its start;
+    # seed 1 starts below random and ends 40 above random; seed 2 stays at random
+    flat = FakeRun([[300, 50, 100], [310, 120, 100], [340, 140, 100]])
+    np.testing.assert_allclose(ledger_report.learning_gain(flat, random_return), [40 / 900, 40 / 900, 0.0])
+    learned = FakeRun([[300, 50, 100], [310, 120, 100], [340, 146, 100]])  # seed 1: 46 above random
+    assert ledger_report.learning_gain(learned, random_return).max() > ledger_report.NO_LEARNING_GAIN
+    task = "playground/CartpoleSwingup"
+    lines = "\n".join(ledger_report.no_learning_lines({("m1", "reppo", task, 1): flat}, {task: random_return}, [task]))
+    assert "| CartpoleSwingup | reppo | 3 | 0.044 | [curves](curves_m1_CartpoleSwingup.png) |" in lines
+    lines = "\n".join(ledger_report.no_learning_lines({("m1", "reppo", task, 1): learned}, {task: random_return}, [task]))
+    assert "None among the finished runs." in lines
 
 
 def test_committed_ledger_report_is_current():
