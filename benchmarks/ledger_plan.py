@@ -19,7 +19,8 @@ MJX simulation runs at about 160 env steps/s on one core (every algorithm is sim
 there: the 98k-step ablation runs took 131-150 env steps/s for REPPO, PPO, AMDP and TruDi alike).
 With the ablation's measured cost ratios to REPPO (CartpoleSwingup, learner-bound: PPO 0.23,
 AMDP 0.93, TruDi 2.3; CheetahRun, simulator-bound: 0.97, 0.91, 1.26) the matrix comes to about
-32 core-hours (``ledger.py plan`` totals it from the pilot).
+32 core-hours (``ledger.py plan`` totals it from the pilot); calibrated by the 48 cells finished by
+2026-12-06 (REPPO's ran 0.9-1.4x and AMDP's first 1.5x their pilot estimates), about 43.
 
 Matrix 2 (``m2``), depth: the trust-region ablation (TruDi's trajectory bound, the action-only
 bound of ``dime``, no bound; REPPO; AMDP's drift bound and none) on CartpoleSwingup and
