@@ -25,8 +25,8 @@ AMDP 0.93, TruDi 2.3; CheetahRun, simulator-bound: 0.97, 0.91, 1.26) the matrix 
 Matrix 2 (``m2``), depth: the trust-region ablation (TruDi's trajectory bound, the action-only
 bound of ``dime``, no bound; REPPO; AMDP's drift bound and none) on CartpoleSwingup and
 CheetahRun, 5 seeds, one seed per cell, one budget per task (the same for every run of it).
-The issue asks for 1M env steps if the matrix fits in about 20 core-hours, else the largest
-budget that fits and at least 500,000. Calibrated by matrix 1's finished cells (2026-12-06),
+The ablation is specified at 1M env steps if the matrix fits in about 20 core-hours, else at the
+largest budget that fits and at least 500,000. Calibrated by matrix 1's finished cells (2026-12-06),
 CartpoleSwingup at 1,024,000 env steps (1,000 iterations of 32 x 32) is about 9 core-hours for
 the 30 runs, but CheetahRun, simulator-bound at ~160 env steps/s on one core, costs 47-89
 minutes per seed even at the 500,000 floor (about 37 core-hours for its 30 runs). No budget
