@@ -14,6 +14,9 @@ the code's resolved config). A cell's record is written atomically when its prog
 finished; an interrupted cell leaves only its scratch run directory (``runs/ledger/``, not
 committed), from whose last checkpoint the next ``run`` in the same checkout continues.
 Ctrl-C (or SIGTERM) stops every running cell after its current chunk, with a checkpoint.
+A cell whose training produces NaN/inf is a result, not a failure: it continues from its last
+checkpoint without the check (which changes no number) to its budget, and its record names the
+trainer's first error and the seeds that ended non-finite (the report scores them 0).
 
 Files (``benchmarks/results/ledger/``): ``records/<cell>.json`` (``ledger_records.py``),
 ``pilot.json`` (``pilot``), ``report/`` (``report``). The plan is ``ledger_plan.py``.
@@ -189,7 +192,7 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
     """Train ``cell`` (continuing its scratch run directory's last checkpoint if there is one) and
     write its record; None if it was interrupted (checkpointed; nothing that looks finished)."""
     from diffrl.plumbing.records import atomic_write_json, library_versions, machine_record, git_commit
-    from diffrl.core.trainer import Trainer
+    from diffrl.core.trainer import NonFiniteError, Trainer
     from diffrl.artefacts.plotting import read_metrics
     from suite import continue_or_restart
 
@@ -201,7 +204,16 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
     config, resumed = continue_or_restart(run_dir, config)
     t0 = time.perf_counter()
     trainer = Trainer(config)
-    summary = trainer.run()
+    try:
+        summary = trainer.run()
+        divergence = None
+    except NonFiniteError as error:
+        # One seed's NaN stops the whole vmapped program. For the ledger a divergence is a result, not a
+        # failure to retry forever: train on without the check (it changes no number: the seeds of one
+        # program are independent), and record which seeds ended non-finite.
+        divergence = str(error)
+        trainer = Trainer(without_finiteness_check(run_dir, config))
+        summary = trainer.run()
     wall = time.perf_counter() - t0
     if summary.get("interrupted"):
         return None
@@ -225,11 +237,45 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
         "git_commit": git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": sys.argv,
     }
+    if divergence is not None:
+        record["diverged"] = {"error": divergence, "seeds": nonfinite_seeds(trainer.state, record, cell.num_seeds)}
     records_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(records_dir / f"{cell.cell_id}.json", record)
     if not keep_run_dir:
         shutil.rmtree(run_dir, ignore_errors=True)
     return record
+
+
+def without_finiteness_check(run_dir: Path, config):
+    """``config`` without the stop on NaN/inf, continuing ``run_dir``'s last checkpoint if it has one
+    (written before the non-finite chunk), else training from the start in a clean directory."""
+    from diffrl.plumbing.checkpoint import latest_valid_checkpoint
+
+    config = config.replace(check_finite=False, resume=None)
+    if latest_valid_checkpoint(run_dir) is not None:
+        return config.replace(resume=str(run_dir))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return config
+
+
+def nonfinite_seeds(state, record: dict, num_seeds: int) -> list[int]:
+    """Seeds (indices within the cell) whose final train state holds a NaN/inf, or whose last
+    evaluation returned one under any sampler."""
+    import jax
+    import numpy as np
+
+    bad = np.zeros(num_seeds, bool)
+    for leaf in jax.tree.leaves(state):
+        leaf = np.asarray(leaf)
+        if not np.issubdtype(leaf.dtype, np.floating):
+            continue
+        if num_seeds == 1:  # a one-seed program's state may have no seed axis
+            bad[0] |= not np.isfinite(leaf).all()
+        elif leaf.ndim and leaf.shape[0] == num_seeds:
+            bad |= ~np.isfinite(leaf.reshape(num_seeds, -1)).all(axis=1)
+    for series in record["curves"].values():
+        bad |= ~np.isfinite(np.asarray(series["returns"][-1], np.float64))
+    return [int(i) for i in np.flatnonzero(bad)]
 
 
 # -- the scheduler ----------------------------------------------------------------------------

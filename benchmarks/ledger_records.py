@@ -21,7 +21,11 @@ A record is written (atomically) only after its cell's program finished, so a fi
                                                      #   success_rate where the task reports them
       "timing": {"compile_s": 41.0, "train_s": 610.2, "eval_s": 40.3, "wall_s": 700.1},
       "versions": {...}, "machine": {"cpu": ..., "cpu_count": 2, "xla_flags": ...},
-      "git_commit": "...", "created": "2026-12-05T21:10:00+0000", "command": [...]
+      "git_commit": "...", "created": "2026-12-05T21:10:00+0000", "command": [...],
+      "diverged": {"error": "non-finite losses at iteration 93, seed 2 ...", "seeds": [2]}
+                                                     # only where training produced NaN/inf: the
+                                                     #   trainer's first error and the cell's seeds
+                                                     #   that ended non-finite (trained on to the budget)
     }
 
 **The config hash** is a SHA-256 over the resolved values that the cell's algorithm reads, in

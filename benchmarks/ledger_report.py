@@ -115,8 +115,12 @@ class Run:
         self.env_steps = np.asarray(steps[0])
         self.budget = int(self.env_steps[-1])
         self.sampler = first["samplers"][0]
-        self.final = np.concatenate([final_returns(r) for r in self.records])
-        self.curves = np.concatenate([np.asarray(r["curves"][self.sampler]["returns"]) for r in self.records], axis=1)
+        self.diverged = np.concatenate([np.isin(np.arange(r["num_seeds"]), r.get("diverged", {}).get("seeds", []))
+                                        for r in self.records])
+        self.divergence_errors = [r["diverged"]["error"] for r in self.records if "diverged" in r]
+        self.final = scored(np.concatenate([final_returns(r) for r in self.records]))
+        self.curves = scored(np.concatenate([np.asarray(r["curves"][self.sampler]["returns"], np.float64)
+                                             for r in self.records], axis=1))
         self.wall_s = sum(r["timing"]["wall_s"] for r in self.records)
         self.loaded = any(ran_under_load(r) for r in self.records)
         self.preset = first.get("preset")
@@ -128,6 +132,25 @@ class Run:
     @property
     def num_seeds(self) -> int:
         return len(self.final)
+
+    @property
+    def seeds_text(self) -> str:
+        """'5', or '5 (1 diverged)'."""
+        k = int(self.diverged.sum())
+        return f"{self.num_seeds}" + (f" ({k} diverged)" if k else "")
+
+
+DIVERGED_RETURN = 0.0
+"""The score of a NaN/inf evaluation (a seed that diverged: ``ledger.py`` trains its cell on to the
+budget and records the seed): the lowest return of every ledger task (DM Control's rewards and the toy
+tasks' lie in [0, 1] per step), as a policy that cannot act earns nothing.
+The seed stays in every statistic, so a diverging method ranks below one that does not."""
+
+
+def scored(returns) -> np.ndarray:
+    """Returns with every non-finite value replaced by DIVERGED_RETURN."""
+    x = np.asarray(returns, np.float64)
+    return np.where(np.isfinite(x), x, DIVERGED_RETURN)
 
 
 def _wall(run: "Run") -> str:
@@ -200,13 +223,28 @@ def m1_table(runs: dict, randoms: dict) -> str:
                   "|---|---|---|---|---|---|---|"]
         for run in sorted(rows, key=lambda r: ledger_plan.M1_ALGOS.index(r.label)):
             n = normalised(run.final, rnd)
-            lines.append(f"| {run.label} | {run.num_seeds} | {fmt(bootstrap(run.final, np.median), 1)} | "
+            lines.append(f"| {run.label} | {run.seeds_text} | {fmt(bootstrap(run.final, np.median), 1)} | "
                          f"{fmt(bootstrap(run.final, iqm), 1)} | {fmt(bootstrap(n, np.median))} | "
                          f"{fmt(bootstrap(n, iqm))} | {_wall(run)} |")
         lines.append("")
     lines += aggregate_lines(runs, randoms, tasks)
     lines += no_learning_lines(runs, randoms, tasks)
+    lines += divergence_lines(runs, "m1")
     return "\n".join(lines) + "\n"
+
+
+def divergence_lines(runs: dict, matrix: str) -> list[str]:
+    rows = [run for key, run in sorted(runs.items()) if key[0] == matrix and run.diverged.any()]
+    lines = ["## Runs with diverged seeds", "",
+             f"Seeds whose training produced NaN/inf, scored {DIVERGED_RETURN:g} from then on; the first error of each "
+             "cell as the trainer reported it.", ""]
+    if not rows:
+        return lines + ["None among the finished runs.", ""]
+    lines += ["| task | run | seeds diverged | first error |", "|---|---|---|---|"]
+    for run in rows:
+        lines.append(f"| {run.task.split('/')[-1]} | {run.label} | {int(run.diverged.sum())} of {run.num_seeds} | "
+                     f"{'; '.join(run.divergence_errors)} |")
+    return lines + [""]
 
 
 NO_LEARNING_GAIN = 0.05
@@ -278,9 +316,11 @@ def m2_table(runs: dict, randoms: dict) -> str:
             curves = normalised(run.curves, rnd)
             third = curves[len(curves) * 2 // 3:]
             drop = float(np.max(np.max(curves, axis=0) - third[-1])) if len(third) else 0.0
-            lines.append(f"| {run.label} | {run.num_seeds} | {run.budget:,} | {fmt(bootstrap(n, np.median))} | "
+            lines.append(f"| {run.label} | {run.seeds_text} | {run.budget:,} | {fmt(bootstrap(n, np.median))} | "
                          f"{fmt(bootstrap(n, iqm))} | {drop:.3f} |")
         lines.append("")
+    if any(k[0] == "m2" for k in runs):
+        lines += divergence_lines(runs, "m2")
     return "\n".join(lines) + "\n"
 
 
@@ -302,6 +342,8 @@ def m3_table(runs: dict) -> str:
                 m = "n/a" if reach is None else ", ".join(f"{v:.2f}" for v in reach[-1])
                 lines.append(f"| {run.label} | {fmt(bootstrap(run.final, np.median), 2)} | {e} | {m} |")
             lines.append("")
+    if any(k[0] == "m3" for k in runs):
+        lines += divergence_lines(runs, "m3")
     return "\n".join(lines) + "\n"
 
 

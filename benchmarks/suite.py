@@ -40,7 +40,7 @@ from suite_records import record_path, records_from_run_dir  # noqa: E402
 from suite_settings import PAPER, QUICK, SuiteSettings  # noqa: E402
 
 # Fields that may differ between the run that started a program and the one resuming it.
-_RUN_LOCAL_FIELDS = ("out", "resume", "progress")
+_RUN_LOCAL_FIELDS = ("out", "resume", "progress", "check_finite")  # none changes a number
 
 
 class SuiteInterrupted(RuntimeError):

@@ -146,6 +146,45 @@ def test_cell_interrupted_leaves_no_record_then_continues_to_a_valid_one(monkeyp
     assert on_disk["machine"]["cpu"] and on_disk["versions"]["jax"]
 
 
+@pytest.mark.heavy(60)
+def test_a_cell_that_diverges_is_trained_to_its_budget_and_recorded_with_its_diverged_seeds(tmp_path):
+    """A NaN stops a program (check_finite); the ledger records it instead of retrying it every session."""
+    base = _tiny_cells()[0]
+    # rewards near float32's largest value: the value loss overflows in the first chunk on both seeds
+    cell = dataclasses.replace(base, overrides={**base.overrides, "reward_scale": 1e38})
+    record = ledger.run_cell(cell, tmp_path / "scratch", tmp_path / "records")
+    on_disk = validate_record(json.loads((tmp_path / "records" / f"{cell.cell_id}.json").read_text()))
+    assert on_disk["diverged"]["seeds"] == [0, 1] and "non-finite" in on_disk["diverged"]["error"]
+    assert on_disk["env_steps"] == [0, 128, 256]  # trained on to the budget without the check
+    assert np.isnan(np.asarray(on_disk["curves"]["mean"]["returns"][-1], np.float64)).all()
+    assert on_disk["config_hash"] == config_hash(ledger.cell_config(cell))  # the check changes no number
+    assert record["diverged"] == on_disk["diverged"]
+
+
+def test_diverged_seeds_are_found_in_the_state_or_the_last_evaluation():
+    state = {"w": np.ones((3, 2, 2), np.float32), "step": np.zeros(3, np.int32), "b": np.ones((3, 4), np.float32)}
+    state["w"][1, 0, 1] = np.nan
+    record = {"curves": {"mean": {"returns": [[0.0, 0.0, 0.0], [1.0, 2.0, float("inf")]]},
+                         "sample": {"returns": [[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]}}}
+    assert ledger.nonfinite_seeds(state, record, 3) == [1, 2]
+    one = {"w": np.array([1.0, np.nan], np.float32)}  # a one-seed program may have no seed axis
+    assert ledger.nonfinite_seeds(one, {"curves": {"mean": {"returns": [[0.0], [1.0]]}}}, 1) == [0]
+
+
+def test_a_diverged_seed_scores_the_lowest_return_and_is_listed():
+    cell = ledger_plan.Cell("m1", "reppo", "reppo", "playground/CartpoleSwingup", 204_800, 0, 3)
+    record = {"matrix": "m1", "label": "reppo", "algo": "reppo", "task": cell.task, "base_seed": 0, "num_seeds": 3,
+              "env_steps": [0, 10, 20], "samplers": ["mean"], "timing": {"wall_s": 60.0}, "machine": {},
+              "curves": {"mean": {"returns": [[5.0, 5.0, 5.0], [300.0, float("nan"), 200.0],
+                                              [800.0, float("nan"), 600.0]]}},
+              "diverged": {"error": "non-finite losses at iteration 3, seed 1", "seeds": [1]}}
+    run = ledger_report.Run([record])
+    assert run.final.tolist() == [800.0, ledger_report.DIVERGED_RETURN, 600.0] and run.seeds_text == "3 (1 diverged)"
+    assert np.isfinite(run.curves).all()
+    lines = "\n".join(ledger_report.divergence_lines({("m1", "reppo", cell.task, 20): run}, "m1"))
+    assert "| CartpoleSwingup | reppo | 1 of 3 | non-finite losses at iteration 3, seed 1 |" in lines
+
+
 # -- records and the report -------------------------------------------------------------------
 def _synthetic_record(cell, config, final_by_eval, sampler_names=None):
     samplers = list(sampler_names or config.eval_samplers)
