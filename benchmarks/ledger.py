@@ -3,6 +3,7 @@ record per finished cell, and a report rendered from the records alone.
 
     python benchmarks/ledger.py plan [--matrix m1]          # cells, status, estimated minutes, totals
     python benchmarks/ledger.py pilot [--tasks ...]         # measure task and algorithm speed (pilot.json)
+    python benchmarks/ledger.py cores                       # one core against two (pilot.json; machine idle)
     python benchmarks/ledger.py run --cores 1 --minutes 45  # fill missing cells in plan order
     python benchmarks/ledger.py report                      # tables and figures from the records
     python benchmarks/ledger.py check                       # CI: records valid, report up to date
@@ -447,6 +448,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--tasks", help="comma-separated Playground tasks (default: matrix 1's)")
     q.add_argument("--reference-tasks", default="CartpoleSwingup,CheetahRun",
                    help="tasks on which every matrix-1 algorithm is measured")
+    q = sub.add_parser("cores", help="measure each matrix-1 algorithm on one core and on two (the wall-clock on 2 "
+                                     "CPU cores in expected.md); needs the machine to itself")
+    q.add_argument("--reference-tasks", default="CartpoleSwingup,CheetahRun")
+    q.add_argument("--cpus", default="0,1", help="the two CPU ids to measure on")
+    q = sub.add_parser("measure", help="one pilot measurement in this process, printed as JSON (what `cores` starts)")
+    q.add_argument("algo")
+    q.add_argument("task")
     q = sub.add_parser("report", help="render tables and figures from the committed records")
     q.add_argument("--no-figures", action="store_true")
     sub.add_parser("check", help="records valid and the committed report equal to a fresh rendering")
@@ -478,6 +486,16 @@ def main(argv=None) -> int:
 
             tasks = args.tasks.split(",") if args.tasks else list(ledger_plan.M1_TASKS)
             pilot(tasks, args.reference_tasks.split(","), PILOT)
+            return 0
+        if args.command == "cores":
+            from ledger_pilot import core_speedups
+
+            core_speedups(args.reference_tasks.split(","), PILOT, [int(c) for c in args.cpus.split(",")])
+            return 0
+        if args.command == "measure":
+            from ledger_pilot import _measure
+
+            print(json.dumps(_measure(args.algo, args.task, SCRATCH / "measure")))
             return 0
         from ledger_report import check, render
 

@@ -7,6 +7,12 @@ iteration and the seconds per evaluation (every sampler). ``ledger.Estimator`` t
 a cell's estimate: an algorithm's cost on a task it was not piloted on is REPPO's on that task
 times the algorithm's ratio to REPPO on the reference task nearest in REPPO's cost.
 
+``core_speedups`` (``ledger.py cores``) measures what a second core buys: the same measurement of
+every matrix-1 algorithm on the reference tasks, side by side on one core with single-threaded XLA
+(as the cells run) and on two cores with XLA's own threads (as ``diffrl train`` runs on a 2-core
+machine). The expected-results table scales each run's one-core wall-clock by the speedup of its
+algorithm on the reference task nearest in REPPO's cost, to the wall-clock on 2 CPU cores.
+
 The random return (the normalisation's zero) is the mean return of uniform random actions over
 64 evaluation episodes, through the same evaluation code (``stability.random_return``).
 
@@ -110,3 +116,64 @@ def pilot(tasks: list[str], reference_tasks: list[str], path: Path, log=print) -
         log(f"[pilot] {algo} on {task}: compile {entry['compile_s']:.0f} s, {entry['s_per_iteration']:.3f} s/iteration, "
             f"eval {entry['eval_s']:.1f} s ({time.perf_counter() - t0:.0f} s)")
     return data
+
+
+def _measure_in_child(algo: str, task: str, cpus: list[int], log=print) -> dict:
+    """``_measure`` in a fresh process on ``cpus``: one cpu runs single-threaded XLA (as the cells do),
+    more run XLA's default thread pool (as ``diffrl train`` does); XLA_FLAGS are fixed at process start."""
+    import subprocess
+    import sys
+
+    from ledger import SINGLE_THREAD_XLA
+
+    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    if len(cpus) == 1:
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_XLA).strip()
+    command = [sys.executable, str(Path(__file__).resolve().parent / "ledger.py"), "measure", algo, task]
+    if hasattr(os, "sched_setaffinity"):
+        command = ["taskset", "-c", ",".join(map(str, cpus))] + command
+    proc = subprocess.run(command, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"measuring {algo} on {task} on cpus {cpus} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def core_speedups(reference_tasks: list[str], path: Path, cpus: list[int], log=print) -> dict:
+    """Every matrix-1 algorithm on each reference task, measured on ``cpus[:1]`` and then on ``cpus[:2]``
+    (nothing else should run meanwhile); appends to ``pilot.json``'s ``two_cores`` as each pair finishes."""
+    from diffrl.plumbing.records import atomic_write_json, machine_record
+
+    if len(cpus) < 2:
+        raise ValueError(f"measuring two cores needs two cpus, got {cpus}")
+    data = json.loads(path.read_text()) if path.exists() else {"entries": [], "random_returns": {}}
+    rows = data.setdefault("two_cores", [])
+    done = {(r["algo"], r["task"]) for r in rows}
+    for task in reference_tasks:
+        name = f"playground/{task}"
+        for algo in ledger_plan.M1_ALGOS:
+            if (algo, name) in done:
+                continue
+            one = _measure_in_child(algo, name, cpus[:1])
+            two = _measure_in_child(algo, name, cpus[:2])
+            rows.append({"algo": algo, "task": name, "one_core": one, "two_cores": two,
+                         "train_speedup": round(one["s_per_iteration"] / two["s_per_iteration"], 3),
+                         "eval_speedup": round(one["eval_s"] / two["eval_s"], 3), "machine": machine_record()})
+            atomic_write_json(path, data)
+            log(f"[cores] {algo} on {task}: {one['s_per_iteration']:.3f} s/iteration on one core, "
+                f"{two['s_per_iteration']:.3f} on two ({rows[-1]['train_speedup']:.2f}x); evaluation "
+                f"{rows[-1]['eval_speedup']:.2f}x")
+    return data
+
+
+def two_core_speedups(pilot: dict, algo: str, task: str) -> tuple[float, float, str] | None:
+    """(train speedup, evaluation speedup, reference task) of ``algo`` from one core to two, measured on the
+    reference task nearest ``task`` in REPPO's one-core cost per iteration; None without a measurement."""
+    import math
+
+    rows = {r["task"]: r for r in pilot.get("two_cores", []) if r["algo"] == algo}
+    reppo = {e["task"]: e["s_per_iteration"] for e in pilot.get("entries", []) if e["algo"] == "reppo"}
+    refs = [t for t in rows if t in reppo]
+    if not refs:
+        return None
+    ref = min(refs, key=lambda t: abs(math.log(reppo[t] / reppo[task])) if task in reppo else 0.0)
+    return rows[ref]["train_speedup"], rows[ref]["eval_speedup"], ref

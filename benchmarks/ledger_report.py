@@ -347,19 +347,37 @@ def m3_table(runs: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def expected_table(runs: dict, published: dict | None) -> str:
+def two_core_minutes(run: "Run", pilot: dict) -> str:
+    """The run's wall-clock on 2 CPU cores, estimated: each cell's compile time plus its training and
+    evaluation time divided by the algorithm's measured speedup from one core to two
+    (``ledger.py cores``, on the reference task nearest in REPPO's cost)."""
+    from ledger_pilot import two_core_speedups
+
+    speedups = two_core_speedups(pilot, run.algo, run.task)
+    if speedups is None:
+        return "n/a"
+    train, evaluation, _ = speedups
+    seconds = sum(t["compile_s"] + t["train_s"] / train + t["eval_s"] / evaluation
+                  for t in (r["timing"] for r in run.records))
+    return f"{seconds / 60:.0f}" + (" (loaded)" if run.loaded else "")
+
+
+def expected_table(runs: dict, published: dict | None, pilot: dict | None = None) -> str:
+    pilot = pilot or {}
     lines = ["# Expected results per task (matrix 1)", "",
              f"What `diffrl train` gives on each task with the preset it picks, at {ledger_plan.M1_BUDGET:,} env steps "
              "per seed (5 seeds; median of the final evaluation with its 95 % bootstrap interval), and the "
-             "wall-clock of one 5-seed program on one core of this machine. REPPO's published final at 50M env "
-             "steps is for orientation only (a 250x larger budget, GPU presets). '(loaded)': other work shared the "
-             "machine while the cell ran, so its wall-clock overstates the cost."]
+             "wall-clock of one 5-seed program: measured on one core of this machine (single-threaded XLA, as the "
+             "ledger runs), and on 2 CPU cores (XLA's own threads, as `diffrl train` runs there) estimated from it "
+             "with the algorithm's measured speedup from one core to two (`ledger.py cores`; 'n/a' until measured). "
+             "REPPO's published final at 50M env steps is for orientation only (a 250x larger budget, GPU presets). "
+             "'(loaded)': other work shared the machine while the cell ran, so its wall-clock overstates the cost."]
     if published:
         src = published.get("source", {})
         lines += ["", f"Published numbers: {src.get('repository', '')} `{src.get('files', '')}` "
                       f"(commit {str(src.get('commit', ''))[:10]}): {src.get('how', '')}"]
-    lines += ["", "| task | algo | command | expected final return | wall min (1 core) | REPPO published (50M) |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| task | algo | command | expected final return | wall min (1 core) | wall min (2 cores) | "
+                  "REPPO published (50M) |", "|---|---|---|---|---|---|---|"]
     for task in ledger_plan.M1_TASKS:
         name = f"playground/{task}"
         ref = (published or {}).get("tasks", {}).get(task, {})
@@ -372,7 +390,7 @@ def expected_table(runs: dict, published: dict | None) -> str:
             cmd = (f"`diffrl train --algo {algo} --env {name} --total-env-steps {ledger_plan.M1_BUDGET} "
                    f"--num-seeds 5 --num-evals 5 --eval-envs 16`")
             lines.append(f"| {task} | {algo} | {cmd} | {fmt(bootstrap(run.final, np.median), 0)} | "
-                         f"{_wall(run)} | {pub} |")
+                         f"{_wall(run)} | {two_core_minutes(run, pilot)} | {pub} |")
     return "\n".join(lines) + "\n"
 
 
@@ -388,7 +406,7 @@ def render_tables(root: Path) -> tuple[dict[str, str], dict, dict]:
     if missing:
         raise ValueError(f"no random return in pilot.json for {missing}: run `ledger.py pilot --tasks ...`")
     return {"status.md": status_table(records, stale), "m1.md": m1_table(runs, randoms),
-            "m2.md": m2_table(runs, randoms), "m3.md": m3_table(runs), "expected.md": expected_table(runs, published)}, runs, randoms
+            "m2.md": m2_table(runs, randoms), "m3.md": m3_table(runs), "expected.md": expected_table(runs, published, pilot)}, runs, randoms
 
 
 # -- figures ------------------------------------------------------------------------------------

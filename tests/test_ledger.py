@@ -322,3 +322,38 @@ def test_estimates_scale_the_pilot_by_steps_seeds_and_the_nearest_reference_rati
     assert est.seconds(two_seeds, ledger.cell_config(two_seeds)) == pytest.approx(120 + (expected - 120) * 2 / 5)
     unknown = ledger_plan.Cell("m1", "ppo", "ppo", "playground/HopperHop", 204_800, 0, 5)
     assert est.seconds(unknown, ledger.cell_config(unknown)) is None
+
+
+def test_two_core_wall_clock_scales_each_cell_by_the_nearest_reference_speedup(monkeypatch, tmp_path):
+    import ledger_pilot
+
+    def measured(algo, task, cpus, log=print):  # seconds per iteration: two cores 1.5x (CheetahRun 1.2x) faster
+        s = {"playground/CartpoleSwingup": 2.0, "playground/CheetahRun": 6.0}[task] / (
+            1.0 if len(cpus) == 1 else {"playground/CartpoleSwingup": 1.5, "playground/CheetahRun": 1.2}[task])
+        return {"algo": algo, "task": task, "s_per_iteration": s, "eval_s": 4.0 / len(cpus), "compile_s": 60.0}
+
+    calls = []
+    monkeypatch.setattr(ledger_pilot, "_measure_in_child", lambda *a, **k: calls.append(a[2]) or measured(*a, **k))
+    path = tmp_path / "pilot.json"
+    path.write_text(json.dumps({"entries": [
+        {"algo": "reppo", "task": f"playground/{t}", "s_per_iteration": s}
+        for t, s in (("CartpoleSwingup", 2.0), ("CheetahRun", 6.0), ("HopperHop", 5.0), ("ReacherEasy", 2.2))],
+        "random_returns": {}}))
+    with pytest.raises(ValueError, match="two cpus"):
+        ledger_pilot.core_speedups(["CartpoleSwingup"], path, [0])
+    pilot = ledger_pilot.core_speedups(["CartpoleSwingup", "CheetahRun"], path, [0, 1], log=lambda m: None)
+    assert calls[:2] == [[0], [0, 1]] and len(pilot["two_cores"]) == 2 * len(ledger_plan.M1_ALGOS)
+    assert json.loads(path.read_text())["two_cores"] == pilot["two_cores"]
+    ledger_pilot.core_speedups(["CartpoleSwingup", "CheetahRun"], path, [0, 1])  # measured pairs are kept
+    assert len(calls) == 4 * len(ledger_plan.M1_ALGOS)
+    # HopperHop's REPPO cost (5.0) is nearest CheetahRun's (6.0); ReacherEasy's nearest CartpoleSwingup's
+    assert ledger_pilot.two_core_speedups(pilot, "trudi", "playground/HopperHop") == (1.2, 2.0, "playground/CheetahRun")
+    assert ledger_pilot.two_core_speedups(pilot, "amdp", "playground/ReacherEasy")[2] == "playground/CartpoleSwingup"
+    assert ledger_pilot.two_core_speedups({"entries": pilot["entries"]}, "amdp", "playground/ReacherEasy") is None
+
+    class FakeRun:
+        algo, task, loaded = "trudi", "playground/HopperHop", False
+        records = [{"timing": {"compile_s": 60.0, "train_s": 1200.0, "eval_s": 120.0}}] * 2
+
+    # per cell: 60 + 1200 / 1.2 + 120 / 2 = 1120 s; two cells: 37 min
+    assert ledger_report.two_core_minutes(FakeRun(), pilot) == "37"
