@@ -17,7 +17,8 @@ committed), from whose last checkpoint the next ``run`` in the same checkout con
 Ctrl-C (or SIGTERM) stops every running cell after its current chunk, with a checkpoint.
 A cell whose training produces NaN/inf is a result, not a failure: it continues from its last
 checkpoint without the check (which changes no number) to its budget, and its record names the
-trainer's first error and the seeds that ended non-finite (the report scores them 0).
+trainer's first error and the seeds that ended non-finite (the report scores them the task's lowest
+return).
 
 Files (``benchmarks/results/ledger/``): ``records/<cell>.json`` (``ledger_records.py``),
 ``pilot.json`` (``pilot``), ``report/`` (``report``). The plan is ``ledger_plan.py``.

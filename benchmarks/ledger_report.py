@@ -118,9 +118,9 @@ class Run:
         self.diverged = np.concatenate([np.isin(np.arange(r["num_seeds"]), r.get("diverged", {}).get("seeds", []))
                                         for r in self.records])
         self.divergence_errors = [r["diverged"]["error"] for r in self.records if "diverged" in r]
-        self.final = scored(np.concatenate([final_returns(r) for r in self.records]))
+        self.final = scored(np.concatenate([final_returns(r) for r in self.records]), self.task)
         self.curves = scored(np.concatenate([np.asarray(r["curves"][self.sampler]["returns"], np.float64)
-                                             for r in self.records], axis=1))
+                                             for r in self.records], axis=1), self.task)
         self.wall_s = sum(r["timing"]["wall_s"] for r in self.records)
         self.loaded = any(ran_under_load(r) for r in self.records)
         self.preset = first.get("preset")
@@ -141,16 +141,23 @@ class Run:
 
 
 DIVERGED_RETURN = 0.0
-"""The score of a NaN/inf evaluation (a seed that diverged: ``ledger.py`` trains its cell on to the
-budget and records the seed): the lowest return of every ledger task (DM Control's rewards and the toy
-tasks' lie in [0, 1] per step), as a policy that cannot act earns nothing.
-The seed stays in every statistic, so a diverging method ranks below one that does not."""
+"""The score of a NaN/inf evaluation on a DM Control task (a seed that diverged: ``ledger.py`` trains its
+cell on to the budget and records the seed): the lowest return there is (rewards lie in [0, 1] per
+step), as a policy that cannot act earns nothing. The seed stays in every statistic, so a diverging
+method ranks below one that does not."""
+LOWEST_RETURN = {"toy/MirrorGoals": -0.8, "toy/OctahedronGoals": -1.2}
+"""The toy tasks' lowest return, their DIVERGED_RETURN: the goal reward is >= 0 and the action cost at
+most 0.01 x |a|^2 <= 0.01 x the action size per step, over 40 steps (diffrl.envs.toy)."""
 
 
-def scored(returns) -> np.ndarray:
-    """Returns with every non-finite value replaced by DIVERGED_RETURN."""
+def diverged_score(task: str) -> float:
+    return LOWEST_RETURN.get(task, DIVERGED_RETURN)
+
+
+def scored(returns, task: str = "") -> np.ndarray:
+    """Returns with every non-finite value replaced by the task's lowest return (``diverged_score``)."""
     x = np.asarray(returns, np.float64)
-    return np.where(np.isfinite(x), x, DIVERGED_RETURN)
+    return np.where(np.isfinite(x), x, diverged_score(task))
 
 
 def _wall(run: "Run") -> str:
@@ -236,8 +243,8 @@ def m1_table(runs: dict, randoms: dict) -> str:
 def divergence_lines(runs: dict, matrix: str) -> list[str]:
     rows = [run for key, run in sorted(runs.items()) if key[0] == matrix and run.diverged.any()]
     lines = ["## Runs with diverged seeds", "",
-             f"Seeds whose training produced NaN/inf, scored {DIVERGED_RETURN:g} from then on; the first error of each "
-             "cell as the trainer reported it.", ""]
+             "Seeds whose training produced NaN/inf, scored the task's lowest return from then on (0 on DM Control); "
+             "the first error of each cell as the trainer reported it.", ""]
     if not rows:
         return lines + ["None among the finished runs.", ""]
     lines += ["| task | run | seeds diverged | first error |", "|---|---|---|---|"]
@@ -324,24 +331,60 @@ def m2_table(runs: dict, randoms: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def m3_table(runs: dict) -> str:
+ON_POLICY_GRID = Path(__file__).resolve().parent / "results" / "multimodality" / "grid"
+"""The on-policy runs on the multimodal tasks (benchmarks/multimodality.py, committed records): the rows
+matrix 3's off-policy runs are read beside."""
+
+
+def _per_seed(values, digits: int = 2) -> str:
+    return ", ".join("n/a" if not np.isfinite(v) else f"{v:.{digits}f}" for v in np.asarray(values, np.float64))
+
+
+def _median_of_reached(values) -> str:
+    """Median over the seeds that reached a goal (behaviour entropy is undefined for the others)."""
+    v = np.asarray(values, np.float64)
+    return "n/a" if not np.isfinite(v).any() else f"{np.median(v[np.isfinite(v)]):.2f}"
+
+
+def on_policy_rows(task: str, grid: Path = ON_POLICY_GRID) -> list[str]:
+    """m3 table rows of the on-policy runs of ``task`` (each algorithm's default sampler) from ``grid``."""
+    rows = []
+    for path in sorted(grid.glob(f"{task.replace('/', '_')}--*.json")):
+        record = json.loads(path.read_text())
+        sampler = record["samplers"][0]
+        final = record["final"][sampler]
+        returns = np.asarray(final["episode_return"], np.float64)
+        rows.append(f"| {record['algo']} (on-policy, {record['trained_env_steps']:,} steps, {sampler}) | "
+                    f"{fmt(bootstrap(returns, np.median), 2)} ({_per_seed(returns)}) | "
+                    f"{_median_of_reached(final['behaviour_entropy'])} ({_per_seed(final['behaviour_entropy'])}) | "
+                    f"{_per_seed(final['mode_reached'])} |")
+    return rows
+
+
+def m3_table(runs: dict, grid: Path = ON_POLICY_GRID) -> str:
     lines = ["# Matrix 3: multimodal sequential tasks with replay", "",
-             "Final evaluation (default sampler): return, behaviour entropy (nats over the reached goals) and the "
-             "fraction of episodes that reach a goal; per seed in brackets.", ""]
+             "Final evaluation (default sampler): return, behaviour entropy (nats over the reached goals; 'n/a' for a "
+             "seed that reached none) and the fraction of episodes that reach a goal; per seed in brackets. Beside "
+             "them, the on-policy runs of the same task (`benchmarks/results/multimodality/grid/`, 256 episodes per "
+             "seed) at the budget of the on-policy diagnosis.", ""]
+    header = ["| algo | return median [95 %] (per seed) | behaviour entropy median (per seed) | mode reached (per seed) |",
+              "|---|---|---|---|"]
     for task in ledger_plan.M3_TASKS:
         for budget in ledger_plan.M3_BUDGETS:
             rows = [runs[k] for k in sorted(runs) if k[0] == "m3" and k[2] == task and k[3] == budget]
             if not rows:
                 continue
-            lines += [f"## {task}, {budget:,} env steps", "",
-                      "| algo | return median [95 %] | behaviour entropy median (per seed) | mode reached (per seed) |",
-                      "|---|---|---|---|"]
+            lines += [f"## {task}, {budget:,} env steps", ""] + header
             for run in rows:
                 ent, reach = run.series("behaviour_entropy"), run.series("mode_reached")
-                e = "n/a" if ent is None else f"{np.median(ent[-1]):.2f} ({', '.join(f'{v:.2f}' for v in ent[-1])})"
-                m = "n/a" if reach is None else ", ".join(f"{v:.2f}" for v in reach[-1])
-                lines.append(f"| {run.label} | {fmt(bootstrap(run.final, np.median), 2)} | {e} | {m} |")
+                e = "n/a" if ent is None else f"{_median_of_reached(ent[-1])} ({_per_seed(ent[-1])})"
+                m = "n/a" if reach is None else _per_seed(reach[-1])
+                lines.append(f"| {run.label} ({run.seeds_text} seeds) | {fmt(bootstrap(run.final, np.median), 2)} "
+                             f"({_per_seed(run.final)}) | {e} | {m} |")
             lines.append("")
+        beside = on_policy_rows(task, grid)
+        if beside:
+            lines += [f"## {task}: the on-policy runs", ""] + header + beside + [""]
     if any(k[0] == "m3" for k in runs):
         lines += divergence_lines(runs, "m3")
     return "\n".join(lines) + "\n"

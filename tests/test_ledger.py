@@ -161,6 +161,16 @@ def test_a_cell_that_diverges_is_trained_to_its_budget_and_recorded_with_its_div
     assert record["diverged"] == on_disk["diverged"]
 
 
+def test_the_toy_tasks_lowest_returns_follow_from_their_reward():
+    from diffrl.envs.toy import MirrorGoalsConfig, MirrorGoals, OctahedronGoals
+
+    config = MirrorGoalsConfig()  # reward exp(-d^2 / w) - action_cost |a|^2, a in [-1, 1]^n, 40 steps
+    for task, env in (("toy/MirrorGoals", MirrorGoals(config)), ("toy/OctahedronGoals", OctahedronGoals(config))):
+        lowest = -config.action_cost * env.spec.action_size * config.episode_length
+        assert ledger_report.diverged_score(task) == pytest.approx(lowest)
+    assert ledger_report.diverged_score("playground/CheetahRun") == 0.0
+
+
 def test_diverged_seeds_are_found_in_the_state_or_the_last_evaluation():
     state = {"w": np.ones((3, 2, 2), np.float32), "step": np.zeros(3, np.int32), "b": np.ones((3, 4), np.float32)}
     state["w"][1, 0, 1] = np.nan
@@ -357,3 +367,18 @@ def test_two_core_wall_clock_scales_each_cell_by_the_nearest_reference_speedup(m
 
     # per cell: 60 + 1200 / 1.2 + 120 / 2 = 1120 s; two cells: 37 min
     assert ledger_report.two_core_minutes(FakeRun(), pilot) == "37"
+
+
+def test_matrix_3_shows_the_on_policy_runs_per_seed_beside_its_own(tmp_path):
+    record = {"algo": "trudi", "env": "toy/MirrorGoals", "trained_env_steps": 97280, "samplers": ["sde", "noise-free"],
+              "final": {"sde": {"episode_return": [21.5, 12.9, 29.7], "behaviour_entropy": [0.0, float("nan"), 0.69],
+                                "mode_reached": [0.86, 0.0, 1.0]},
+                        "noise-free": {"episode_return": [0.0] * 3, "behaviour_entropy": [0.0] * 3,
+                                       "mode_reached": [0.0] * 3}}}
+    (tmp_path / "toy_MirrorGoals--trudi.json").write_text(json.dumps(record))
+    table = ledger_report.m3_table({}, grid=tmp_path)
+    assert "## toy/MirrorGoals: the on-policy runs" in table and "OctahedronGoals" not in table
+    row = next(line for line in table.splitlines() if line.startswith("| trudi (on-policy"))
+    # the default (first) sampler; entropy's median over the seeds that reached a goal
+    assert row.startswith("| trudi (on-policy, 97,280 steps, sde) | 21.50 [")
+    assert "(21.50, 12.90, 29.70) | 0.34 (0.00, n/a, 0.69) | 0.86, 0.00, 1.00 |" in row
