@@ -106,6 +106,12 @@ def cell_status(cell, records: dict[str, dict], config=None) -> tuple[str, str]:
 
 
 # -- estimates --------------------------------------------------------------------------------
+def nearest_in_reppo_cost(references: list[str], cost: float, reppo_cost: dict[str, float]) -> str:
+    """The reference task whose REPPO seconds per iteration (``reppo_cost``) are nearest ``cost`` on a
+    log scale: where an algorithm's measured ratio to REPPO (or to itself on two cores) is borrowed from."""
+    return min(references, key=lambda t: abs(math.log(reppo_cost[t] / cost)))
+
+
 class Estimator:
     """Seconds a cell takes on one core: its own finished records' timing if any, else the
     pilot's measurement of (algo, task), else the pilot's REPPO on the task times the algorithm's
@@ -123,8 +129,8 @@ class Estimator:
         refs = [t for (a, t) in self.entries if a == algo and ("reppo", t) in self.entries]
         if base is None or not refs:
             return None
-        ref = min(refs, key=lambda t: abs(math.log(self.entries[("reppo", t)]["s_per_iteration"] /
-                                                   base["s_per_iteration"])))
+        ref = nearest_in_reppo_cost(refs, base["s_per_iteration"],
+                                    {t: self.entries[("reppo", t)]["s_per_iteration"] for t in refs})
         a, r = self.entries[(algo, ref)], self.entries[("reppo", ref)]
         scaled = {"num_seeds": base["num_seeds"], "batch_size": a["batch_size"], "eval_envs": base.get("eval_envs", 16)}
         for key in ("compile_s", "eval_s"):

@@ -118,7 +118,7 @@ def pilot(tasks: list[str], reference_tasks: list[str], path: Path, log=print) -
     return data
 
 
-def _measure_in_child(algo: str, task: str, cpus: list[int], log=print) -> dict:
+def _measure_in_child(algo: str, task: str, cpus: list[int]) -> dict:
     """``_measure`` in a fresh process on ``cpus``: one cpu runs single-threaded XLA (as the cells do),
     more run XLA's default thread pool (as ``diffrl train`` does); XLA_FLAGS are fixed at process start."""
     import subprocess
@@ -168,12 +168,12 @@ def core_speedups(reference_tasks: list[str], path: Path, cpus: list[int], log=p
 def two_core_speedups(pilot: dict, algo: str, task: str) -> tuple[float, float, str] | None:
     """(train speedup, evaluation speedup, reference task) of ``algo`` from one core to two, measured on the
     reference task nearest ``task`` in REPPO's one-core cost per iteration; None without a measurement."""
-    import math
+    from ledger import nearest_in_reppo_cost
 
     rows = {r["task"]: r for r in pilot.get("two_cores", []) if r["algo"] == algo}
     reppo = {e["task"]: e["s_per_iteration"] for e in pilot.get("entries", []) if e["algo"] == "reppo"}
     refs = [t for t in rows if t in reppo]
     if not refs:
         return None
-    ref = min(refs, key=lambda t: abs(math.log(reppo[t] / reppo[task])) if task in reppo else 0.0)
+    ref = nearest_in_reppo_cost(refs, reppo[task], reppo) if task in reppo else refs[0]
     return rows[ref]["train_speedup"], rows[ref]["eval_speedup"], ref

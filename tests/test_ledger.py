@@ -337,7 +337,7 @@ def test_estimates_scale_the_pilot_by_steps_seeds_and_the_nearest_reference_rati
 def test_two_core_wall_clock_scales_each_cell_by_the_nearest_reference_speedup(monkeypatch, tmp_path):
     import ledger_pilot
 
-    def measured(algo, task, cpus, log=print):  # seconds per iteration: two cores 1.5x (CheetahRun 1.2x) faster
+    def measured(algo, task, cpus):  # seconds per iteration: two cores 1.5x (CheetahRun 1.2x) faster
         s = {"playground/CartpoleSwingup": 2.0, "playground/CheetahRun": 6.0}[task] / (
             1.0 if len(cpus) == 1 else {"playground/CartpoleSwingup": 1.5, "playground/CheetahRun": 1.2}[task])
         return {"algo": algo, "task": task, "s_per_iteration": s, "eval_s": 4.0 / len(cpus), "compile_s": 60.0}
