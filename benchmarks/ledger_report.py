@@ -19,7 +19,7 @@ rliable implements them: IQM over pooled runs, stratified bootstrap over runs wi
 the probability of improvement P(X > Y) = mean over tasks of the Mann-Whitney statistic
 P(x > y) + P(x = y) / 2 between the two algorithms' runs on the task (rliable's
 ``probability_of_improvement``), with intervals from resampling each algorithm's runs within
-each task. All resampling is seeded: the same records render the same tables on every machine.
+each task: ``diffrl.maths.stats``, the library's one implementation. All resampling is seeded: the same records render the same tables on every machine.
 """
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ledger_plan  # noqa: E402
 from ledger_records import final_returns, ran_under_load, read_records  # noqa: E402
 
+from diffrl.maths.stats import (bootstrap_ci, iqm, mean_ci_along_last_axis,  # noqa: E402
+                                probability_of_improvement, stratified_bootstrap_ci)
+
 RESAMPLES = 2000
 SEED = 0
 MAX_RETURN = 1000.0
@@ -44,56 +47,15 @@ TABLES = ("status.md", "m1.md", "m2.md", "m3.md", "expected.md")
 NAMES = {"ppo": "PPO", "reppo": "REPPO", "trudi": "TruDi", "amdp": "AMDP"}
 
 
-# -- statistics ---------------------------------------------------------------------------------
-def iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Interquartile mean (scipy.stats.trim_mean(x, 0.25)): drop floor(n/4) from each end."""
-    x = np.sort(np.asarray(x, np.float64), axis=axis)
-    n = x.shape[axis]
-    cut = n // 4
-    return np.take(x, range(cut, n - cut), axis=axis).mean(axis=axis)
+# -- statistics (diffrl.maths.stats) -----------------------------------------------------------
+def median_ci(values) -> tuple[float, float, float]:
+    """Median of one run's seeds with its 95 % percentile-bootstrap interval."""
+    return bootstrap_ci(values, lambda x: np.median(x, axis=-1), resamples=RESAMPLES, seed=SEED)
 
 
-def bootstrap(samples, statistic, rng_seed: int = SEED) -> tuple[float, float, float]:
-    """(point, low, high): 95 % percentile bootstrap of ``statistic(values, axis=-1)``."""
-    x = np.asarray(samples, np.float64)
-    point = float(statistic(x[None, :], axis=-1)[0])
-    if len(x) < 2:
-        return point, point, point
-    rng = np.random.default_rng(rng_seed)
-    resampled = statistic(x[rng.integers(0, len(x), size=(RESAMPLES, len(x)))], axis=-1)
-    lo, hi = np.quantile(resampled, [0.025, 0.975])
-    return point, float(lo), float(hi)
-
-
-def stratified_iqm(groups: list[np.ndarray], rng_seed: int = SEED) -> tuple[float, float, float]:
-    """IQM of pooled scores with a stratified bootstrap (runs resampled within each task)."""
-    rng = np.random.default_rng(rng_seed)
-    pooled = np.concatenate(groups)
-    parts = [g[rng.integers(0, len(g), size=(RESAMPLES, len(g)))] for g in groups]
-    lo, hi = np.quantile(iqm(np.concatenate(parts, axis=1)), [0.025, 0.975])
-    return float(iqm(pooled)), float(lo), float(hi)
-
-
-def _mann_whitney(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """P(x > y) + P(x = y) / 2 over all pairs; x (..., n), y (..., m) -> (...)."""
-    gt = (x[..., :, None] > y[..., None, :]).mean(axis=(-1, -2))
-    eq = (x[..., :, None] == y[..., None, :]).mean(axis=(-1, -2))
-    return gt + 0.5 * eq
-
-
-def probability_of_improvement(xs: list[np.ndarray], ys: list[np.ndarray],
-                               rng_seed: int = SEED) -> tuple[float, float, float]:
-    """P(X > Y) averaged over tasks (xs[i], ys[i]: the two algorithms' runs on task i), with a
-    stratified bootstrap interval (each algorithm's runs resampled within each task)."""
-    rng = np.random.default_rng(rng_seed)
-    point = float(np.mean([_mann_whitney(x, y) for x, y in zip(xs, ys)]))
-    per_task = []
-    for x, y in zip(xs, ys):
-        xr = x[rng.integers(0, len(x), size=(RESAMPLES, len(x)))]
-        yr = y[rng.integers(0, len(y), size=(RESAMPLES, len(y)))]
-        per_task.append(_mann_whitney(xr, yr))
-    lo, hi = np.quantile(np.mean(per_task, axis=0), [0.025, 0.975])
-    return point, float(lo), float(hi)
+def iqm_ci(values) -> tuple[float, float, float]:
+    """IQM of one run's seeds with its 95 % percentile-bootstrap interval."""
+    return bootstrap_ci(values, lambda x: iqm(x, axis=-1), resamples=RESAMPLES, seed=SEED)
 
 
 def fmt(stat: tuple[float, float, float], digits: int = 3) -> str:
@@ -230,9 +192,9 @@ def m1_table(runs: dict, randoms: dict) -> str:
                   "|---|---|---|---|---|---|---|"]
         for run in sorted(rows, key=lambda r: ledger_plan.M1_ALGOS.index(r.label)):
             n = normalised(run.final, rnd)
-            lines.append(f"| {run.label} | {run.seeds_text} | {fmt(bootstrap(run.final, np.median), 1)} | "
-                         f"{fmt(bootstrap(run.final, iqm), 1)} | {fmt(bootstrap(n, np.median))} | "
-                         f"{fmt(bootstrap(n, iqm))} | {_wall(run)} |")
+            lines.append(f"| {run.label} | {run.seeds_text} | {fmt(median_ci(run.final), 1)} | "
+                         f"{fmt(iqm_ci(run.final), 1)} | {fmt(median_ci(n))} | "
+                         f"{fmt(iqm_ci(n))} | {_wall(run)} |")
         lines.append("")
     lines += aggregate_lines(runs, randoms, tasks)
     lines += no_learning_lines(runs, randoms, tasks)
@@ -300,10 +262,10 @@ def aggregate_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
     scores = {a: [normalised(runs[("m1", a, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in common]
               for a in ledger_plan.M1_ALGOS}
     for a in ledger_plan.M1_ALGOS:
-        lines.append(f"| {a} | {fmt(stratified_iqm(scores[a]))} |")
+        lines.append(f"| {a} | {fmt(stratified_bootstrap_ci(scores[a], resamples=RESAMPLES, seed=SEED))} |")
     lines += ["", "| X | Y | P(X > Y) [95 % stratified bootstrap] |", "|---|---|---|"]
     for x, y in IMPROVEMENT_PAIRS:
-        lines.append(f"| {x} | {y} | {fmt(probability_of_improvement(scores[x], scores[y]))} |")
+        lines.append(f"| {x} | {y} | {fmt(probability_of_improvement(scores[x], scores[y], resamples=RESAMPLES, seed=SEED))} |")
     return lines + [""]
 
 
@@ -323,8 +285,8 @@ def m2_table(runs: dict, randoms: dict) -> str:
             curves = normalised(run.curves, rnd)
             third = curves[len(curves) * 2 // 3:]
             drop = float(np.max(np.max(curves, axis=0) - third[-1])) if len(third) else 0.0
-            lines.append(f"| {run.label} | {run.seeds_text} | {run.budget:,} | {fmt(bootstrap(n, np.median))} | "
-                         f"{fmt(bootstrap(n, iqm))} | {drop:.3f} |")
+            lines.append(f"| {run.label} | {run.seeds_text} | {run.budget:,} | {fmt(median_ci(n))} | "
+                         f"{fmt(iqm_ci(n))} | {drop:.3f} |")
         lines.append("")
     if any(k[0] == "m2" for k in runs):
         lines += divergence_lines(runs, "m2")
@@ -355,7 +317,7 @@ def on_policy_rows(task: str, grid: Path = ON_POLICY_GRID) -> list[str]:
         final = record["final"][sampler]
         returns = np.asarray(final["episode_return"], np.float64)
         rows.append(f"| {record['algo']} (on-policy, {record['trained_env_steps']:,} steps, {sampler}) | "
-                    f"{fmt(bootstrap(returns, np.median), 2)} ({_per_seed(returns)}) | "
+                    f"{fmt(median_ci(returns), 2)} ({_per_seed(returns)}) | "
                     f"{_median_of_reached(final['behaviour_entropy'])} ({_per_seed(final['behaviour_entropy'])}) | "
                     f"{_per_seed(final['mode_reached'])} |")
     return rows
@@ -379,7 +341,7 @@ def m3_table(runs: dict, grid: Path = ON_POLICY_GRID) -> str:
                 ent, reach = run.series("behaviour_entropy"), run.series("mode_reached")
                 e = "n/a" if ent is None else f"{_median_of_reached(ent[-1])} ({_per_seed(ent[-1])})"
                 m = "n/a" if reach is None else _per_seed(reach[-1])
-                lines.append(f"| {run.label} ({run.seeds_text} seeds) | {fmt(bootstrap(run.final, np.median), 2)} "
+                lines.append(f"| {run.label} ({run.seeds_text} seeds) | {fmt(median_ci(run.final), 2)} "
                              f"({_per_seed(run.final)}) | {e} | {m} |")
             lines.append("")
         beside = on_policy_rows(task, grid)
@@ -432,7 +394,7 @@ def expected_table(runs: dict, published: dict | None, pilot: dict | None = None
                 continue
             cmd = (f"`diffrl train --algo {algo} --env {name} --total-env-steps {ledger_plan.M1_BUDGET} "
                    f"--num-seeds 5 --num-evals 5 --eval-envs 16`")
-            lines.append(f"| {task} | {algo} | {cmd} | {fmt(bootstrap(run.final, np.median), 0)} | "
+            lines.append(f"| {task} | {algo} | {cmd} | {fmt(median_ci(run.final), 0)} | "
                          f"{_wall(run)} | {two_core_minutes(run, pilot)} | {pub} |")
     return "\n".join(lines) + "\n"
 
@@ -458,8 +420,6 @@ def draw_figures(runs: dict, randoms: dict, out: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from diffrl.maths.stats import mean_ci_along_last_axis
 
     paths = []
     for matrix, tasks in (("m1", [f"playground/{t}" for t in ledger_plan.M1_TASKS]),

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from diffrl.maths.stats import (bootstrap_ci, iqm, mean_ci_along_last_axis, normalize,
-                          stratified_bootstrap_ci)
+                                probability_of_improvement, stratified_bootstrap_ci)
 
 
 def plain_iqm(values):
@@ -91,6 +91,34 @@ def test_stratified_bootstrap_keeps_each_tasks_share_of_the_runs():
     assert lo < point < hi
     with pytest.raises(ValueError, match="at least one run"):
         stratified_bootstrap_ci([np.zeros(3), np.zeros(0)])
+
+
+def plain_probability_of_improvement(xs, ys):
+    """Every pair of runs on every task counted by hand: a win 1, a tie 1/2, a loss 0."""
+    per_task = []
+    for x, y in zip(xs, ys):
+        wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
+        per_task.append(wins / (len(x) * len(y)))
+    return sum(per_task) / len(per_task)
+
+
+def test_probability_of_improvement_counts_wins_and_ties_per_task():
+    rng = np.random.default_rng(3)
+    xs = [rng.normal(size=5).round(1) for _ in range(4)]  # rounded: ties happen
+    ys = [rng.normal(size=3).round(1) for _ in range(4)]
+    point, lo, hi = probability_of_improvement(xs, ys)
+    assert point == pytest.approx(plain_probability_of_improvement(xs, ys))
+    assert lo <= point <= hi
+    assert probability_of_improvement([np.ones(3)], [np.zeros(3)]) == (1.0, 1.0, 1.0)
+    assert probability_of_improvement([np.ones(3)], [np.ones(3)]) == (0.5, 0.5, 0.5)
+    # the tasks are averaged, not the pooled pairs: a sure win on one task and a sure loss
+    # on another with ten times the runs is 1/2
+    assert probability_of_improvement([np.ones(2), np.zeros(20)], [np.zeros(2), np.ones(20)])[0] == 0.5
+    assert probability_of_improvement(xs, ys, seed=1) != probability_of_improvement(xs, ys, seed=2)
+    with pytest.raises(ValueError, match="same, non-zero number of tasks"):
+        probability_of_improvement(xs, ys[:2])
+    with pytest.raises(ValueError, match="at least one run"):
+        probability_of_improvement([np.zeros(0)], [np.ones(2)])
 
 
 def test_curve_band_is_the_mean_over_runs_with_an_interval_around_it():

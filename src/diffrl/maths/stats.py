@@ -11,7 +11,9 @@ of the Statistical Precipice" (NeurIPS 2021):
   resample the runs with replacement, recompute the statistic, take the
   ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the resampled statistics;
 * the **stratified bootstrap** (Sec. 4.2) resamples runs *within each task*, so every
-  resample keeps the task mix of the data (a task's runs never stand in for another's).
+  resample keeps the task mix of the data (a task's runs never stand in for another's);
+* the **probability of improvement** (Sec. 4.3) of one algorithm over another, the mean over
+  tasks of the Mann-Whitney statistic between their runs.
 
 Scores are normalised per task before pooling (:func:`normalize`), e.g. DM Control
 returns by their range [0, 1000].
@@ -101,6 +103,44 @@ def bootstrap_ci(
     over the 1-D ``samples`` (one task's runs: a stratified bootstrap with one stratum).
     With a single sample the interval collapses to it."""
     return stratified_bootstrap_ci([samples], statistic, level, resamples, seed)
+
+
+def _mann_whitney(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """P(x > y) + P(x = y) / 2 over all pairs of x (..., n) and y (..., m) -> (...)."""
+    greater = (x[..., :, None] > y[..., None, :]).mean(axis=(-1, -2))
+    equal = (x[..., :, None] == y[..., None, :]).mean(axis=(-1, -2))
+    return greater + 0.5 * equal
+
+
+def probability_of_improvement(
+    xs: Sequence,
+    ys: Sequence,
+    level: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(point estimate, low, high) of P(X > Y): the probability that algorithm X beats Y on a
+    task drawn at random (Agarwal et al. 2021, Sec. 4.3, as rliable's
+    ``probability_of_improvement``): the mean over tasks of the Mann-Whitney statistic
+    P(x > y) + P(x = y) / 2 between X's runs ``xs[i]`` and Y's runs ``ys[i]`` on task ``i``.
+
+    The interval is a stratified percentile bootstrap: each algorithm's runs are resampled
+    within each task, independently."""
+    _check_level(level)
+    if len(xs) != len(ys) or not xs:
+        raise ValueError(f"need the same, non-zero number of tasks for both algorithms (got {len(xs)} and {len(ys)})")
+    xs = [np.asarray(x, np.float64).reshape(-1) for x in xs]
+    ys = [np.asarray(y, np.float64).reshape(-1) for y in ys]
+    if any(len(v) == 0 for v in xs + ys):
+        raise ValueError("probability of improvement needs at least one run per task and algorithm")
+    rng = np.random.default_rng(seed)
+    point = float(np.mean([_mann_whitney(x, y) for x, y in zip(xs, ys)]))
+    per_task = []
+    for x, y in zip(xs, ys):
+        x_resampled = x[rng.integers(0, len(x), size=(resamples, len(x)))]
+        y_resampled = y[rng.integers(0, len(y), size=(resamples, len(y)))]
+        per_task.append(_mann_whitney(x_resampled, y_resampled))
+    return (point, *_quantiles(np.mean(per_task, axis=0), level))
 
 
 def mean_ci_along_last_axis(values, level: float = 0.95, resamples: int = DEFAULT_RESAMPLES,
