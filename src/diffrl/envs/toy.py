@@ -176,6 +176,33 @@ class OctahedronGoals(_PointMassGoals):
         super().__init__("toy/OctahedronGoals", axis_goals(3, config.goal_distance), config)
 
 
+class _OneStepBandit:
+    """What the bandits share: a constant observation (1.0), one step per episode, the reward
+    and mode of the clipped action (subclasses define ``spec``, ``reward`` and ``mode``)."""
+
+    def reset(self, key: jax.Array) -> EnvState:
+        del key
+        return EnvState.create(
+            inner=jnp.zeros((), jnp.int32),
+            obs=jnp.ones((1,), jnp.float32),
+            info={"mode": jnp.full((), -1, jnp.int32)},
+        )
+
+    def step(self, state: EnvState, action: jax.Array) -> EnvState:
+        action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
+        obs = jnp.ones((1,), jnp.float32)
+        return state.replace(
+            inner=state.inner + 1,
+            obs=obs,
+            critic_obs=obs,
+            final_obs=obs,
+            final_critic_obs=obs,
+            reward=self.reward(action).astype(jnp.float32),
+            terminated=jnp.ones((), jnp.bool_),
+            info={"mode": self.mode(action)},
+        )
+
+
 @dataclass(frozen=True)
 class BimodalBanditConfig:
     """Parameters of :class:`BimodalBandit`."""
@@ -188,7 +215,7 @@ class BimodalBanditConfig:
     """An action within this distance of a peak counts as taking that mode."""
 
 
-class BimodalBandit:
+class BimodalBandit(_OneStepBandit):
     """One-step bandit with two equal reward peaks (see module docstring).
 
     ``info['mode']`` is 0 if the action is within ``mode_radius`` of -c, 1 if within
@@ -221,28 +248,6 @@ class BimodalBandit:
         c, r = self.config.peak, self.config.mode_radius
         return jnp.where(jnp.abs(a + c) < r, 0, jnp.where(jnp.abs(a - c) < r, 1, -1)).astype(jnp.int32)
 
-    def reset(self, key: jax.Array) -> EnvState:
-        del key
-        return EnvState.create(
-            inner=jnp.zeros((), jnp.int32),
-            obs=jnp.ones((1,), jnp.float32),
-            info={"mode": jnp.full((), -1, jnp.int32)},
-        )
-
-    def step(self, state: EnvState, action: jax.Array) -> EnvState:
-        action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
-        obs = jnp.ones((1,), jnp.float32)
-        return state.replace(
-            inner=state.inner + 1,
-            obs=obs,
-            critic_obs=obs,
-            final_obs=obs,
-            final_critic_obs=obs,
-            reward=self.reward(action).astype(jnp.float32),
-            terminated=jnp.ones((), jnp.bool_),
-            info={"mode": self.mode(action)},
-        )
-
 
 @dataclass(frozen=True)
 class CornerBanditConfig:
@@ -256,7 +261,7 @@ class CornerBanditConfig:
     """An action within this (Euclidean) distance of a corner counts as taking that mode."""
 
 
-class CornerBandit:
+class CornerBandit(_OneStepBandit):
     """One-step bandit with a 2-D action and four equal reward peaks at (+-c, +-c)
     (see module docstring).
 
@@ -292,25 +297,3 @@ class CornerBandit:
         near = jnp.linalg.norm(action - corner, axis=-1) < self.config.mode_radius
         index = positive[..., 0].astype(jnp.int32) + 2 * positive[..., 1].astype(jnp.int32)
         return jnp.where(near, index, -1).astype(jnp.int32)
-
-    def reset(self, key: jax.Array) -> EnvState:
-        del key
-        return EnvState.create(
-            inner=jnp.zeros((), jnp.int32),
-            obs=jnp.ones((1,), jnp.float32),
-            info={"mode": jnp.full((), -1, jnp.int32)},
-        )
-
-    def step(self, state: EnvState, action: jax.Array) -> EnvState:
-        action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
-        obs = jnp.ones((1,), jnp.float32)
-        return state.replace(
-            inner=state.inner + 1,
-            obs=obs,
-            critic_obs=obs,
-            final_obs=obs,
-            final_critic_obs=obs,
-            reward=self.reward(action).astype(jnp.float32),
-            terminated=jnp.ones((), jnp.bool_),
-            info={"mode": self.mode(action)},
-        )
