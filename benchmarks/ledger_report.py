@@ -10,9 +10,11 @@ Writes ``benchmarks/results/ledger/report/``:
   every algorithm has finished (stratified bootstrap) and the probability of improvement;
 * ``m2.md``, ``m3.md``: the depth ablation and the multimodality-with-replay runs;
 * ``expected.md``: per task, the command, the expected final return at the ledger's budget, the
-  wall-clock on one core and REPPO's published final at 50M env steps (``reppo_published.json``);
-* figures (``--no-figures`` skips them; CI compares the tables only): ``curves_<task>.png`` per
-  matrix-1 and matrix-2 task and ``profile_m1.png``, the performance profile.
+  wall-clock on one and on two cores and REPPO's published final at 50M env steps
+  (``reppo_published.json``);
+* figures (``ledger_figures.py``; ``--no-figures`` skips them; CI compares the tables only):
+  ``curves_<matrix>_<task>.png`` per matrix-1 and matrix-2 task and ``profile_m1.png``, the
+  performance profile.
 
 Statistics follow Agarwal et al. 2021 ("Deep RL at the Edge of the Statistical Precipice") as
 rliable implements them: IQM over pooled runs, stratified bootstrap over runs within tasks, and
@@ -35,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ledger_plan  # noqa: E402
 from ledger_records import final_returns, ran_under_load, read_records  # noqa: E402
 
-from diffrl.maths.stats import (bootstrap_ci, iqm, mean_ci_along_last_axis,  # noqa: E402
-                                probability_of_improvement, stratified_bootstrap_ci)
+from diffrl.maths.stats import (bootstrap_ci, iqm, probability_of_improvement,  # noqa: E402
+                                stratified_bootstrap_ci)
 
 RESAMPLES = 2000
 SEED = 0
@@ -247,12 +249,12 @@ def no_learning_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
     return lines + ["| task | algo | seeds | best seed's gain | curves |", "|---|---|---|---|---|"] + found + [""]
 
 
-def _complete_tasks(runs: dict, tasks: list[str], algos) -> list[str]:
+def complete_tasks(runs: dict, tasks: list[str], algos) -> list[str]:
     return [t for t in tasks if all(("m1", a, t, ledger_plan.M1_BUDGET) in runs for a in algos)]
 
 
 def aggregate_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
-    common = _complete_tasks(runs, tasks, ledger_plan.M1_ALGOS)
+    common = complete_tasks(runs, tasks, ledger_plan.M1_ALGOS)
     lines = ["## Aggregate over tasks", ""]
     if not common:
         return lines + ["No task has all four algorithms finished yet.", ""]
@@ -414,51 +416,6 @@ def render_tables(root: Path) -> tuple[dict[str, str], dict, dict]:
             "m2.md": m2_table(runs, randoms), "m3.md": m3_table(runs), "expected.md": expected_table(runs, published, pilot)}, runs, randoms
 
 
-# -- figures ------------------------------------------------------------------------------------
-def draw_figures(runs: dict, randoms: dict, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for matrix, tasks in (("m1", [f"playground/{t}" for t in ledger_plan.M1_TASKS]),
-                          ("m2", [f"playground/{t}" for t in ledger_plan.M2_TASKS])):
-        for task in tasks:
-            rows = [runs[k] for k in sorted(runs) if k[0] == matrix and k[2] == task]
-            if not rows:
-                continue
-            fig, ax = plt.subplots(figsize=(5, 3.4))
-            for run in rows:
-                mean, lo, hi = mean_ci_along_last_axis(run.curves, seed=SEED)
-                ax.plot(run.env_steps, mean, label=f"{run.label} ({run.num_seeds})")
-                ax.fill_between(run.env_steps, lo, hi, alpha=0.2)
-            ax.set(title=f"{task.split('/')[1]} ({matrix})", xlabel="env steps per seed", ylabel="return")
-            ax.legend(fontsize=7)
-            fig.tight_layout()
-            path = out / f"curves_{matrix}_{task.split('/')[1]}.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            paths.append(path)
-    tasks = _complete_tasks(runs, [f"playground/{t}" for t in ledger_plan.M1_TASKS], ledger_plan.M1_ALGOS)
-    if tasks:
-        taus = np.linspace(-0.1, 1.0, 111)
-        fig, ax = plt.subplots(figsize=(5, 3.4))
-        for a in ledger_plan.M1_ALGOS:
-            scores = [normalised(runs[("m1", a, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in tasks]
-            profile = np.mean([(s[:, None] > taus).mean(axis=0) for s in scores], axis=0)
-            ax.plot(taus, profile, label=a)
-        ax.set(title=f"Performance profile, {len(tasks)} tasks (m1)", xlabel="normalised return tau",
-               ylabel="fraction of runs > tau")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = out / "profile_m1.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
-    return paths
-
-
 def render(root: Path, with_figures: bool = True) -> list[Path]:
     """Write the report's tables (and figures) under ``root/report``."""
     out = root / "report"
@@ -469,6 +426,8 @@ def render(root: Path, with_figures: bool = True) -> list[Path]:
         (out / name).write_text(text)
         written.append(out / name)
     if with_figures:
+        from ledger_figures import draw_figures
+
         written += draw_figures(runs, randoms, out)
     return written
 

@@ -1,0 +1,66 @@
+"""The ledger report's figures: learning curves per task and matrix 1's performance profile.
+
+Drawn by ``ledger.py report`` (``ledger_report.render``) from the same grouped runs as the tables;
+CI compares the tables only, so the figures are not checked byte for byte.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ledger_plan  # noqa: E402
+from ledger_report import SEED, complete_tasks, normalised  # noqa: E402
+
+from diffrl.maths.stats import mean_ci_along_last_axis  # noqa: E402
+
+
+def draw_figures(runs: dict, randoms: dict, out: Path) -> list[Path]:
+    """Write ``curves_<matrix>_<task>.png`` (every run's mean return over seeds with its 95 %
+    bootstrap band) per matrix-1 and matrix-2 task, and ``profile_m1.png`` (the fraction of runs
+    whose normalised return exceeds tau, over the tasks every algorithm has finished; Agarwal et
+    al. 2021, Sec. 4.1); returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for matrix, tasks in (("m1", [f"playground/{t}" for t in ledger_plan.M1_TASKS]),
+                          ("m2", [f"playground/{t}" for t in ledger_plan.M2_TASKS])):
+        for task in tasks:
+            rows = [runs[k] for k in sorted(runs) if k[0] == matrix and k[2] == task]
+            if not rows:
+                continue
+            fig, ax = plt.subplots(figsize=(5, 3.4))
+            for run in rows:
+                mean, lo, hi = mean_ci_along_last_axis(run.curves, seed=SEED)
+                ax.plot(run.env_steps, mean, label=f"{run.label} ({run.num_seeds})")
+                ax.fill_between(run.env_steps, lo, hi, alpha=0.2)
+            ax.set(title=f"{task.split('/')[1]} ({matrix})", xlabel="env steps per seed", ylabel="return")
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            path = out / f"curves_{matrix}_{task.split('/')[1]}.png"
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            paths.append(path)
+    tasks = complete_tasks(runs, [f"playground/{t}" for t in ledger_plan.M1_TASKS], ledger_plan.M1_ALGOS)
+    if tasks:
+        taus = np.linspace(-0.1, 1.0, 111)
+        fig, ax = plt.subplots(figsize=(5, 3.4))
+        for a in ledger_plan.M1_ALGOS:
+            scores = [normalised(runs[("m1", a, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in tasks]
+            profile = np.mean([(s[:, None] > taus).mean(axis=0) for s in scores], axis=0)
+            ax.plot(taus, profile, label=a)
+        ax.set(title=f"Performance profile, {len(tasks)} tasks (m1)", xlabel="normalised return tau",
+               ylabel="fraction of runs > tau")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / "profile_m1.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
