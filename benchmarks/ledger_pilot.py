@@ -168,7 +168,7 @@ def core_speedups(reference_tasks: list[str], path: Path, cpus: list[int], log=p
 def two_core_speedups(pilot: dict, algo: str, task: str) -> tuple[float, float, str] | None:
     """(train speedup, evaluation speedup, reference task) of ``algo`` from one core to two, measured on the
     reference task nearest ``task`` in REPPO's one-core cost per iteration; None without a measurement."""
-    from ledger import nearest_in_reppo_cost
+    from ledger_estimate import nearest_in_reppo_cost
 
     rows = {r["task"]: r for r in pilot.get("two_cores", []) if r["algo"] == algo}
     reppo = {e["task"]: e["s_per_iteration"] for e in pilot.get("entries", []) if e["algo"] == "reppo"}
