@@ -21,7 +21,8 @@ rliable implements them: IQM over pooled runs, stratified bootstrap over runs wi
 the probability of improvement P(X > Y) = mean over tasks of the Mann-Whitney statistic
 P(x > y) + P(x = y) / 2 between the two algorithms' runs on the task (rliable's
 ``probability_of_improvement``), with intervals from resampling each algorithm's runs within
-each task: ``diffrl.maths.stats``, the library's one implementation. All resampling is seeded: the same records render the same tables on every machine.
+each task: ``diffrl.maths.stats``, the library's one implementation. All resampling is seeded:
+the same records render the same tables on every machine.
 """
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ from diffrl.maths.stats import (bootstrap_ci, iqm, probability_of_improvement,  
 
 RESAMPLES = 2000
 SEED = 0
+RESAMPLING = {"resamples": RESAMPLES, "seed": SEED}
+"""Every bootstrap of the report: fixed here, not left to the library's defaults."""
 MAX_RETURN = 1000.0
 """DM Control returns lie in [0, 1000] (Tassa et al. 2018, Sec. 2)."""
 IMPROVEMENT_PAIRS = (("trudi", "reppo"), ("amdp", "reppo"), ("trudi", "ppo"), ("amdp", "ppo"), ("reppo", "ppo"))
@@ -52,12 +55,12 @@ NAMES = {"ppo": "PPO", "reppo": "REPPO", "trudi": "TruDi", "amdp": "AMDP"}
 # -- statistics (diffrl.maths.stats) -----------------------------------------------------------
 def median_ci(values) -> tuple[float, float, float]:
     """Median of one run's seeds with its 95 % percentile-bootstrap interval."""
-    return bootstrap_ci(values, lambda x: np.median(x, axis=-1), resamples=RESAMPLES, seed=SEED)
+    return bootstrap_ci(values, lambda x: np.median(x, axis=-1), **RESAMPLING)
 
 
 def iqm_ci(values) -> tuple[float, float, float]:
     """IQM of one run's seeds with its 95 % percentile-bootstrap interval."""
-    return bootstrap_ci(values, lambda x: iqm(x, axis=-1), resamples=RESAMPLES, seed=SEED)
+    return bootstrap_ci(values, lambda x: iqm(x, axis=-1), **RESAMPLING)
 
 
 def fmt(stat: tuple[float, float, float], digits: int = 3) -> str:
@@ -264,10 +267,10 @@ def aggregate_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
     scores = {a: [normalised(runs[("m1", a, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in common]
               for a in ledger_plan.M1_ALGOS}
     for a in ledger_plan.M1_ALGOS:
-        lines.append(f"| {a} | {fmt(stratified_bootstrap_ci(scores[a], resamples=RESAMPLES, seed=SEED))} |")
+        lines.append(f"| {a} | {fmt(stratified_bootstrap_ci(scores[a], **RESAMPLING))} |")
     lines += ["", "| X | Y | P(X > Y) [95 % stratified bootstrap] |", "|---|---|---|"]
     for x, y in IMPROVEMENT_PAIRS:
-        lines.append(f"| {x} | {y} | {fmt(probability_of_improvement(scores[x], scores[y], resamples=RESAMPLES, seed=SEED))} |")
+        lines.append(f"| {x} | {y} | {fmt(probability_of_improvement(scores[x], scores[y], **RESAMPLING))} |")
     return lines + [""]
 
 
