@@ -67,6 +67,9 @@ M1_SEED_SPLITS: dict[tuple[str, str], tuple[int, ...]] = {
     # 5 Hopper seeds at ~60 min and 3 Humanoid seeds at ~50 min on one core: split further
     **{("amdp", task): (2, 2, 1) for task in ("HumanoidRun", "HumanoidStand", "HumanoidWalk")},
     **{("amdp", task): (3, 2) for task in ("HopperHop", "HopperStand")},
+    # TruDi's Hopper cells, estimated at 52-54 min for 5 seeds once calibrated by its finished cells
+    # (``ledger.py plan``, 2026-12-07): two cells each
+    **{("trudi", task): (3, 2) for task in ("HopperHop", "HopperStand")},
 }
 
 M2_TASKS: tuple[str, ...] = ("CartpoleSwingup", "CheetahRun")
