@@ -7,7 +7,8 @@ Writes ``benchmarks/results/ledger/report/``:
 * ``m1.md``: matrix 1 per task (median and IQM of the final return with 95 % percentile-bootstrap
   intervals, raw and normalised as (R - R_random) / (1000 - R_random), R_random the pilot's mean
   return of uniform random actions), the aggregate IQM of the normalised return over the tasks
-  every algorithm has finished (stratified bootstrap) and the probability of improvement;
+  every algorithm has finished (stratified bootstrap), the probability of improvement, and the same
+  by reward family (sparse or dense: ``ledger_families.py``);
 * ``m2.md``, ``m3.md``: the depth ablation and the multimodality-with-replay runs;
 * ``expected.md``: per task, the command, the expected final return at the ledger's budget, the
   wall-clock on one and on two cores and REPPO's published final at 50M env steps
@@ -202,6 +203,9 @@ def m1_table(runs: dict, randoms: dict) -> str:
                          f"{fmt(iqm_ci(n))} | {_wall(run)} |")
         lines.append("")
     lines += aggregate_lines(runs, randoms, tasks)
+    from ledger_families import family_lines  # it imports this module's statistics
+
+    lines += family_lines(runs, randoms, tasks)
     lines += no_learning_lines(runs, randoms, tasks)
     lines += divergence_lines(runs, "m1")
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import ledger
+import ledger_families
 import ledger_plan
 import ledger_report
 from ledger_records import (SCHEMA, config_hash, hashed_settings, settings_hash, validate_record)
@@ -288,6 +289,35 @@ def test_runs_that_never_rise_above_their_start_or_random_are_listed_as_not_lear
     assert "| CartpoleSwingup | reppo | 3 | 0.044 | [curves](curves_m1_CartpoleSwingup.png) |" in lines
     lines = "\n".join(ledger_report.no_learning_lines({("m1", "reppo", task, 1): learned}, {task: random_return}, [task]))
     assert "None among the finished runs." in lines
+
+
+def test_every_matrix_1_task_has_one_reward_family():
+    families = {t: ledger_families.family(t) for t in ledger_plan.M1_TASKS}
+    assert set(families.values()) == set(ledger_families.FAMILIES)
+    assert ledger_families.SPARSE_REWARD_TASKS <= set(ledger_plan.M1_TASKS)
+    assert all(families[t] == "sparse" for t in ledger_plan.M1_TASKS if t.endswith("Sparse"))
+    assert families["CartpoleBalance"] == "dense" and ledger_families.family("playground/ReacherEasy") == "sparse"
+    with pytest.raises(ValueError, match="not a matrix-1 task"):
+        ledger_families.family("playground/Go1Getup")
+
+
+def test_family_table_shows_each_runs_median_and_aggregates_only_tasks_all_finished():
+    class FakeRun:  # the attribute family_lines reads
+        def __init__(self, final):
+            self.final = np.asarray(final, np.float64)
+
+    budget = ledger_plan.M1_BUDGET
+    randoms = {f"playground/{t}": 100.0 for t in ledger_plan.M1_TASKS}  # range 900
+    tasks = ["playground/ReacherEasy", "playground/ReacherHard", "playground/CheetahRun"]
+    runs = {("m1", a, "playground/ReacherEasy", budget): FakeRun([100.0, 550.0, 1000.0]) for a in ledger_plan.M1_ALGOS}
+    runs[("m1", "amdp", "playground/ReacherHard", budget)] = FakeRun([100.0, 100.0, 100.0])
+    text = "\n".join(ledger_families.family_lines(runs, randoms, tasks))
+    sparse, dense = text.split("### Dense reward")
+    assert "| ReacherEasy | 0.50 | 0.50 | 0.50 | 0.50 |" in sparse  # median 550: (550 - 100) / 900
+    assert "| ReacherHard | - | - | 0.00 | - |" in sparse
+    # the aggregate is over ReacherEasy alone (ReacherHard lacks three algorithms): the IQM of (0, 0.5, 1)
+    assert "over the 1 sparse-reward tasks" in sparse and "ppo 0.500 [" in sparse
+    assert "| CheetahRun | - | - | - | - |" in dense and "No dense-reward task has all four" in dense
 
 
 def test_committed_ledger_report_is_current():
