@@ -65,7 +65,8 @@ def iqm_ci(values) -> tuple[float, float, float]:
 
 
 def fmt(stat: tuple[float, float, float], digits: int = 3) -> str:
-    p, lo, hi = stat
+    """'p [lo, hi]' to ``digits`` decimals; a value that rounds to zero prints without a sign ('-0.000')."""
+    p, lo, hi = (round(float(v), digits) + 0.0 for v in stat)
     return f"{p:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
@@ -308,7 +309,8 @@ matrix 3's off-policy runs are read beside."""
 
 
 def _per_seed(values, digits: int = 2) -> str:
-    return ", ".join("n/a" if not np.isfinite(v) else f"{v:.{digits}f}" for v in np.asarray(values, np.float64))
+    return ", ".join("n/a" if not np.isfinite(v) else f"{round(v, digits) + 0.0:.{digits}f}"
+                     for v in np.asarray(values, np.float64))
 
 
 def _median_of_reached(values) -> str:

@@ -234,6 +234,11 @@ def test_report_statistics_are_the_library_ones_on_a_runs_seeds():
     assert ledger_report.median_ci([7.0]) == (7.0, 7.0, 7.0)
 
 
+def test_formatted_statistics_print_no_negative_zero():
+    assert ledger_report.fmt((-0.0001, -0.0004, 0.0123)) == "0.000 [0.000, 0.012]"
+    assert ledger_report.fmt((-0.0006, -1.25, 2.0), 1) == "0.0 [-1.2, 2.0]"
+
+
 def test_report_renders_from_records_and_check_catches_a_stale_table(monkeypatch, tmp_path):
     root = tmp_path / "ledger"
     (root / "records").mkdir(parents=True)
