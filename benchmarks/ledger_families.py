@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ledger_plan  # noqa: E402
-from ledger_report import RESAMPLING, complete_tasks, fmt, normalised  # noqa: E402
+from ledger_report import RESAMPLING, complete_tasks, fmt, normalised, normalised_finals, number  # noqa: E402
 
 from diffrl.maths.stats import stratified_bootstrap_ci  # noqa: E402
 
@@ -69,7 +69,7 @@ def family_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
             cells = []
             for a in algos:
                 run = runs.get(("m1", a, task, ledger_plan.M1_BUDGET))
-                cells.append("-" if run is None else _two_digits(np.median(normalised(run.final, randoms[task]))))
+                cells.append("-" if run is None else number(np.median(normalised(run.final, randoms[task])), 2))
             lines.append(f"| {task.split('/')[1]} | " + " | ".join(cells) + " |")
         common = complete_tasks(runs, members, algos)
         lines.append("")
@@ -78,15 +78,6 @@ def family_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
             continue
         lines += [f"IQM of normalised return over the {len(common)} {fam}-reward tasks every algorithm has finished "
                   "[95 % stratified bootstrap]: " + "; ".join(
-                      f"{a} {fmt(stratified_bootstrap_ci(_scores(runs, randoms, a, common), **RESAMPLING))}"
+                      f"{a} {fmt(stratified_bootstrap_ci(normalised_finals(runs, randoms, a, common), **RESAMPLING))}"
                       for a in algos) + ".", ""]
     return lines
-
-
-def _scores(runs: dict, randoms: dict, algo: str, tasks: list[str]) -> list[np.ndarray]:
-    return [normalised(runs[("m1", algo, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in tasks]
-
-
-def _two_digits(x: float) -> str:
-    """x to two decimals, without the sign of a value that rounds to zero ('-0.00')."""
-    return f"{round(float(x), 2) + 0.0:.2f}"

@@ -13,7 +13,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ledger_plan  # noqa: E402
-from ledger_report import SEED, complete_tasks, normalised  # noqa: E402
+from ledger_report import SEED, complete_tasks, normalised_finals  # noqa: E402
 
 from diffrl.maths.stats import mean_ci_along_last_axis  # noqa: E402
 
@@ -52,7 +52,7 @@ def draw_figures(runs: dict, randoms: dict, out: Path) -> list[Path]:
         taus = np.linspace(-0.1, 1.0, 111)
         fig, ax = plt.subplots(figsize=(5, 3.4))
         for a in ledger_plan.M1_ALGOS:
-            scores = [normalised(runs[("m1", a, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in tasks]
+            scores = normalised_finals(runs, randoms, a, tasks)
             profile = np.mean([(s[:, None] > taus).mean(axis=0) for s in scores], axis=0)
             ax.plot(taus, profile, label=a)
         ax.set(title=f"Performance profile, {len(tasks)} tasks (m1)", xlabel="normalised return tau",

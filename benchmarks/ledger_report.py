@@ -64,10 +64,15 @@ def iqm_ci(values) -> tuple[float, float, float]:
     return bootstrap_ci(values, lambda x: iqm(x, axis=-1), **RESAMPLING)
 
 
+def number(x: float, digits: int) -> str:
+    """x to ``digits`` decimals; a value that rounds to zero prints without a sign (not '-0.000')."""
+    return f"{round(float(x), digits) + 0.0:.{digits}f}"
+
+
 def fmt(stat: tuple[float, float, float], digits: int = 3) -> str:
-    """'p [lo, hi]' to ``digits`` decimals; a value that rounds to zero prints without a sign ('-0.000')."""
-    p, lo, hi = (round(float(v), digits) + 0.0 for v in stat)
-    return f"{p:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+    """'p [lo, hi]' to ``digits`` decimals (``number``)."""
+    p, lo, hi = (number(v, digits) for v in stat)
+    return f"{p} [{lo}, {hi}]"
 
 
 # -- gathering ----------------------------------------------------------------------------------
@@ -166,6 +171,11 @@ def group_runs(records: list[dict]) -> dict[tuple, Run]:
 
 def normalised(values, random_return: float) -> np.ndarray:
     return (np.asarray(values, np.float64) - random_return) / (MAX_RETURN - random_return)
+
+
+def normalised_finals(runs: dict, randoms: dict, algo: str, tasks: list[str]) -> list[np.ndarray]:
+    """Per task, ``algo``'s matrix-1 run's normalised final returns (K,): the scores the aggregates resample."""
+    return [normalised(runs[("m1", algo, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in tasks]
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -269,8 +279,7 @@ def aggregate_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
     lines += [f"Over the {len(common)} tasks every algorithm has finished "
               f"({', '.join(t.split('/')[1] for t in common)}).", "",
               "| algo | IQM of normalised return [95 % stratified bootstrap] |", "|---|---|"]
-    scores = {a: [normalised(runs[("m1", a, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in common]
-              for a in ledger_plan.M1_ALGOS}
+    scores = {a: normalised_finals(runs, randoms, a, common) for a in ledger_plan.M1_ALGOS}
     for a in ledger_plan.M1_ALGOS:
         lines.append(f"| {a} | {fmt(stratified_bootstrap_ci(scores[a], **RESAMPLING))} |")
     lines += ["", "| X | Y | P(X > Y) [95 % stratified bootstrap] |", "|---|---|---|"]
@@ -309,14 +318,13 @@ matrix 3's off-policy runs are read beside."""
 
 
 def _per_seed(values, digits: int = 2) -> str:
-    return ", ".join("n/a" if not np.isfinite(v) else f"{round(v, digits) + 0.0:.{digits}f}"
-                     for v in np.asarray(values, np.float64))
+    return ", ".join("n/a" if not np.isfinite(v) else number(v, digits) for v in np.asarray(values, np.float64))
 
 
 def _median_of_reached(values) -> str:
     """Median over the seeds that reached a goal (behaviour entropy is undefined for the others)."""
     v = np.asarray(values, np.float64)
-    return "n/a" if not np.isfinite(v).any() else f"{np.median(v[np.isfinite(v)]):.2f}"
+    return "n/a" if not np.isfinite(v).any() else number(np.median(v[np.isfinite(v)]), 2)
 
 
 def on_policy_rows(task: str, grid: Path = ON_POLICY_GRID) -> list[str]:
