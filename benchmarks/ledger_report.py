@@ -344,10 +344,11 @@ def on_policy_rows(task: str, grid: Path = ON_POLICY_GRID) -> list[str]:
 
 def m3_table(runs: dict, grid: Path = ON_POLICY_GRID) -> str:
     lines = ["# Matrix 3: multimodal sequential tasks with replay", "",
-             "Final evaluation (default sampler): return, behaviour entropy (nats over the reached goals; 'n/a' for a "
-             "seed that reached none) and the fraction of episodes that reach a goal; per seed in brackets. Beside "
-             "them, the on-policy runs of the same task (`benchmarks/results/multimodality/grid/`, 256 episodes per "
-             "seed) at the budget of the on-policy diagnosis.", ""]
+             "Final evaluation (default sampler): return, behaviour entropy (of the histogram of the goals reached, "
+             "normalised to [0, 1]; 'n/a' for a seed that reached none) and the fraction of episodes that reach a "
+             "goal; per seed in brackets. Beside them, the on-policy runs of the same task "
+             "(`benchmarks/results/multimodality/grid/`, 256 episodes per seed) at the budget of the on-policy "
+             "diagnosis.", ""]
     header = ["| algo | return median [95 %] (per seed) | behaviour entropy median (per seed) | mode reached (per seed) |",
               "|---|---|---|---|"]
     for task in ledger_plan.M3_TASKS:
@@ -358,6 +359,8 @@ def m3_table(runs: dict, grid: Path = ON_POLICY_GRID) -> str:
             lines += [f"## {task}, {budget:,} env steps", ""] + header
             for run in rows:
                 ent, reach = run.series("behaviour_entropy"), run.series("mode_reached")
+                if ent is not None and reach is not None:  # the evaluator writes 0 where no episode reached a goal
+                    ent = np.where(np.asarray(reach) > 0, ent, np.nan)
                 e = "n/a" if ent is None else f"{_median_of_reached(ent[-1])} ({_per_seed(ent[-1])})"
                 m = "n/a" if reach is None else _per_seed(reach[-1])
                 lines.append(f"| {run.label} ({run.seeds_text} seeds) | {fmt(median_ci(run.final), 2)} "

@@ -402,3 +402,17 @@ def test_matrix_3_shows_the_on_policy_runs_per_seed_beside_its_own(tmp_path):
     # the default (first) sampler; entropy's median over the seeds that reached a goal
     assert row.startswith("| trudi (on-policy, 97,280 steps, sde) | 21.50 [")
     assert "(21.50, 12.90, 29.70) | 0.34 (0.00, n/a, 0.69) | 0.86, 0.00, 1.00 |" in row
+
+
+def test_matrix_3_leaves_the_entropy_of_a_seed_that_reached_no_goal_undefined(tmp_path):
+    """The evaluator writes entropy 0 when no episode reached a goal (an empty histogram); the table must not
+    read that as 'committed to one goal'."""
+    cell = ledger_plan.Cell("m3", "sac", "sac", "toy/MirrorGoals", 98_304, 0, 3)
+    record = {"matrix": "m3", "label": "sac", "algo": "sac", "task": cell.task, "base_seed": 0, "num_seeds": 3,
+              "env_steps": [0, 98_304], "samplers": ["mean"], "timing": {"wall_s": 60.0}, "machine": {},
+              "curves": {"mean": {"returns": [[0.0] * 3, [-0.5, 20.0, 25.0]],
+                                  "behaviour_entropy": [[0.0] * 3, [-0.0, 0.0, 0.5]],
+                                  "mode_reached": [[0.0] * 3, [0.0, 0.9, 1.0]]}}}
+    table = ledger_report.m3_table({("m3", "sac", cell.task, 98_304): ledger_report.Run([record])}, grid=tmp_path)
+    row = next(line for line in table.splitlines() if line.startswith("| sac (3 seeds)"))
+    assert row.endswith("| 0.25 (n/a, 0.00, 0.50) | 0.00, 0.90, 1.00 |"), row
