@@ -343,6 +343,8 @@ def on_policy_rows(task: str, grid: Path = ON_POLICY_GRID) -> list[str]:
 
 
 def m3_table(runs: dict, grid: Path = ON_POLICY_GRID) -> str:
+    from diffrl.core.evaluate import entropy_where_reached  # imports JAX: only where matrix 3 is rendered
+
     lines = ["# Matrix 3: multimodal sequential tasks with replay", "",
              "Final evaluation (default sampler): return, behaviour entropy (of the histogram of the goals reached, "
              "normalised to [0, 1]; 'n/a' for a seed that reached none) and the fraction of episodes that reach a "
@@ -359,8 +361,8 @@ def m3_table(runs: dict, grid: Path = ON_POLICY_GRID) -> str:
             lines += [f"## {task}, {budget:,} env steps", ""] + header
             for run in rows:
                 ent, reach = run.series("behaviour_entropy"), run.series("mode_reached")
-                if ent is not None and reach is not None:  # the evaluator writes 0 where no episode reached a goal
-                    ent = np.where(np.asarray(reach) > 0, ent, np.nan)
+                if ent is not None and reach is not None:
+                    ent = entropy_where_reached(ent, reach)
                 e = "n/a" if ent is None else f"{_median_of_reached(ent[-1])} ({_per_seed(ent[-1])})"
                 m = "n/a" if reach is None else _per_seed(reach[-1])
                 lines.append(f"| {run.label} ({run.seeds_text} seeds) | {fmt(median_ci(run.final), 2)} "

@@ -41,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grid import Cell, cell_config, cells, evaluated_samplers, parse_settings, run_grid  # noqa: E402
 from stability import random_return  # noqa: E402
 
+from diffrl.core.evaluate import entropy_where_reached  # noqa: E402
+
 METRICS = ("behaviour_entropy", "mode_reached", "episode_return")
 
 
@@ -91,7 +93,7 @@ def optimal_return(env_name: str) -> float:
 def seed_values(out: dict) -> dict:
     """Per-seed metrics of a vmapped evaluation; entropy NaN where no episode reached an optimum."""
     values = {k: np.asarray(out[k], np.float64) for k in METRICS}
-    values["behaviour_entropy"] = np.where(values["mode_reached"] > 0, values["behaviour_entropy"], np.nan)
+    values["behaviour_entropy"] = entropy_where_reached(values["behaviour_entropy"], values["mode_reached"])
     return {k: v.tolist() for k, v in values.items()}
 
 

@@ -10,7 +10,7 @@ import pytest
 from diffrl.algos.epochs import flatten_time_batch, minibatch_epochs
 from diffrl.algos.reppo_config import REPPOConfig
 from diffrl.algos.soft_critic import best_of_k, critic_optimizer
-from diffrl.core.evaluate import behaviour_entropy
+from diffrl.core.evaluate import behaviour_entropy, entropy_where_reached
 
 
 def test_every_sample_visited_once_per_epoch():
@@ -94,3 +94,12 @@ def test_anneal_lr_decays_every_step_size_linearly_to_zero():
         u_c, s_c = constant.update(grads, s_c, params)
         np.testing.assert_allclose(u_a["w"], u_c["w"] * max(0.0, 1 - k / total), rtol=1e-5, atol=1e-12)
     assert step_size(3e-4, REPPOConfig(), 100) == 3e-4
+
+
+def test_entropy_is_undefined_where_no_episode_reached_a_mode():
+    none_reached = float(behaviour_entropy(jnp.array([-1, -1]), 4, jnp.array([False, False])))
+    one_mode = float(behaviour_entropy(jnp.array([2, 2]), 4, jnp.array([True, True])))
+    assert none_reached == one_mode == 0.0  # the same number for two different outcomes
+    out = entropy_where_reached([[none_reached, one_mode, 0.5]], [[0.0, 1.0, 0.25]])
+    assert out.dtype == np.float64 and out.shape == (1, 3)
+    assert np.isnan(out[0, 0]) and out[0, 1:].tolist() == [0.0, 0.5]

@@ -17,6 +17,7 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from diffrl.maths.normalization import normalise_obs
 
@@ -37,6 +38,15 @@ def behaviour_entropy(modes: jax.Array, num_modes: int, valid: jax.Array | None 
     p = counts / jnp.maximum(jnp.sum(counts), 1.0)
     ent = -jnp.sum(jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0))
     return ent / jnp.log(float(num_modes))
+
+
+def entropy_where_reached(entropy, mode_reached) -> np.ndarray:
+    """Host side: ``eval/behaviour_entropy`` values (any shape) as float64, NaN where ``mode_reached`` is 0.
+
+    :func:`behaviour_entropy` of an empty histogram is 0, the same number as "every episode took one mode";
+    where no episode reached a mode the entropy is undefined, and tables and medians must leave it out.
+    """
+    return np.where(np.asarray(mode_reached, np.float64) > 0, np.asarray(entropy, np.float64), np.nan)
 
 
 def make_evaluate(config, eval_env, algo) -> Callable:
