@@ -126,7 +126,7 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
     run_dir = Path(config.out)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     config, resumed = continue_or_restart(run_dir, config)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     trainer = Trainer(config)
     try:
         summary = trainer.run()
@@ -138,7 +138,9 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
         divergence = str(error)
         trainer = Trainer(without_finiteness_check(run_dir, config))
         summary = trainer.run()
-    wall = time.perf_counter() - t0
+    # The process's CPU time over the same span: a cell pinned to one core had that core to itself
+    # if the two are about equal (ledger_records.ran_under_load).
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     if summary.get("interrupted"):
         return None
     rows = [r for r in read_metrics(run_dir) if isinstance(r.get("eval/seed_returns"), list)]
@@ -154,7 +156,7 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
         "curves": curves_from_rows(rows, samplers, cell.num_seeds),
         "timing": {"compile_s": round(compile_s, 2), "train_s": round(float(summary["train_time_s"]), 2),
                    "eval_s": round(float(summary["walltime_s"]) - float(summary["train_time_s"]), 2),
-                   "wall_s": round(wall, 2), "resumed": resumed is not None},
+                   "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "resumed": resumed is not None},
         "versions": library_versions(),
         "machine": {**machine_record(), "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                     else None, "loadavg_start_end": [load_before, os.getloadavg() if load_before else None]},

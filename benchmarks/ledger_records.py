@@ -19,7 +19,9 @@ A record is written (atomically) only after its cell's program finished, so a fi
       "curves": {"mean": {"returns": [[...5 seeds...], ...]}, ...},  # per sampler, per evaluation,
                                                      #   per seed; plus behaviour_entropy, mode_reached,
                                                      #   success_rate where the task reports them
-      "timing": {"compile_s": 41.0, "train_s": 610.2, "eval_s": 40.3, "wall_s": 700.1},
+      "timing": {"compile_s": 41.0, "train_s": 610.2, "eval_s": 40.3, "wall_s": 700.1,
+                 "cpu_s": 672.5},                # the process's CPU time over wall_s' span (records
+                                                     #   from 2026-12-07 on; ran_under_load)
       "versions": {...}, "machine": {"cpu": ..., "cpu_count": 2, "xla_flags": ...},
       "git_commit": "...", "created": "2026-12-05T21:10:00+0000", "command": [...],
       "diverged": {"error": "non-finite losses at iteration 93, seed 2 ...", "seeds": [2]}
@@ -191,13 +193,29 @@ def validate_record(record: dict, source: str = "record") -> dict:
     return record
 
 
+ALONE_CPU_SHARE = 0.9
+"""A cell whose process got less of its one core than this (CPU time / wall-clock) shared it with
+other work. Alone, cells measured 0.95-0.97 (imports, checkpoint writes and evaluation hand-offs are
+the rest); one other process on the same core gives about 0.5."""
+
+
 def ran_under_load(record: dict) -> bool:
-    """True if the machine's 1-minute load average, at the cell's start or end, exceeded its
-    core count by more than one: other work then shared the cell's core, and its wall-clock
-    overstates what the cell costs alone (its returns are unaffected)."""
+    """True if other work shared the cell's core, so its wall-clock overstates what the cell costs
+    alone (its returns are unaffected).
+
+    Records with ``timing.cpu_s`` (the cell process's CPU time over the same span as ``wall_s``; the
+    ledger pins each cell to one core) answer it directly: less than :data:`ALONE_CPU_SHARE` of the
+    wall-clock. Older records only have the machine's load averages at the cell's start and end: loaded
+    if the 1-minute average at the start, or any of the 1-, 5- and 15-minute averages at the end (the
+    last quarter hour of the cell), exceeded the core count by more than one. Those are machine-wide, so
+    work on the other core can mark a cell that had its own core to itself."""
+    timing = record.get("timing") or {}
+    if timing.get("cpu_s") is not None and timing.get("wall_s"):
+        return timing["cpu_s"] < ALONE_CPU_SHARE * timing["wall_s"]
     machine = record.get("machine", {})
     cores = machine.get("cpu_count") or 1
-    loads = [x[0] for x in machine.get("loadavg_start_end") or [] if x]
+    start, end = (list(machine.get("loadavg_start_end") or []) + [None, None])[:2]
+    loads = ([start[0]] if start else []) + (list(end) if end else [])
     return any(load > cores + 1 for load in loads)
 
 

@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ledger_plan  # noqa: E402
-from ledger_records import final_returns, ran_under_load, read_records  # noqa: E402
+from ledger_records import ALONE_CPU_SHARE, final_returns, ran_under_load, read_records  # noqa: E402
 
 from diffrl.maths.stats import (bootstrap_ci, iqm, probability_of_improvement,  # noqa: E402
                                 stratified_bootstrap_ci)
@@ -196,8 +196,9 @@ def m1_table(runs: dict, randoms: dict) -> str:
     lines = ["# Matrix 1: the 23 DM Control tasks, untuned presets, 204,800 env steps", "",
              "Final evaluation (the policy's default sampler), seeds pooled over a run's cells. Median and IQM "
              "with 95 % bootstrap intervals; normalised = (R - R_random) / (1000 - R_random). Wall-clock: the "
-             "run's cells summed, one core each; '(loaded)': other work shared the machine (load average above "
-             "its cores + 1), so the time overstates the cell's cost alone.", ""]
+             "run's cells summed, one core each; '(loaded)': other work shared a cell's core (its process had "
+             f"less than {ALONE_CPU_SHARE * 100:.0f} % of the core; older records: the machine's load average above its cores + 1), so the "
+             "time overstates the cell's cost alone.", ""]
     tasks = [f"playground/{t}" for t in ledger_plan.M1_TASKS]
     for task in tasks:
         rows = [runs[k] for k in sorted(runs) if k[0] == "m1" and k[2] == task]

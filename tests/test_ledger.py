@@ -145,6 +145,7 @@ def test_cell_interrupted_leaves_no_record_then_continues_to_a_valid_one(monkeyp
     assert np.asarray(on_disk["curves"]["sample"]["returns"]).shape == (3, 2)
     assert on_disk["config_hash"] == config_hash(ledger.cell_config(cell))
     assert on_disk["machine"]["cpu"] and on_disk["versions"]["jax"]
+    assert on_disk["timing"]["cpu_s"] > 0  # the process's CPU time: was the core the cell's alone?
 
 
 @pytest.mark.heavy(60)
@@ -160,6 +161,27 @@ def test_a_cell_that_diverges_is_trained_to_its_budget_and_recorded_with_its_div
     assert np.isnan(np.asarray(on_disk["curves"]["mean"]["returns"][-1], np.float64)).all()
     assert on_disk["config_hash"] == config_hash(ledger.cell_config(cell))  # the check changes no number
     assert record["diverged"] == on_disk["diverged"]
+
+
+def test_a_cell_ran_under_load_when_its_process_had_less_than_its_core_or_else_by_load_averages():
+    from ledger_records import ran_under_load
+
+    def record(cpu_s=None, start=(1.0, 0.5, 0.2), end=(2.1, 2.0, 2.0)):
+        timing = {"wall_s": 1000.0, **({} if cpu_s is None else {"cpu_s": cpu_s})}
+        return {"timing": timing, "machine": {"cpu_count": 2, "loadavg_start_end": [list(start), list(end)]}}
+
+    # measured: alone on its core (0.95-0.97 of the wall-clock), or sharing it (about 0.5-0.7)
+    assert not ran_under_load(record(cpu_s=960.0)) and ran_under_load(record(cpu_s=650.0))
+    # the CPU time wins over the machine-wide load average (work on the other core raises that too)
+    assert not ran_under_load(record(cpu_s=960.0, end=(3.1, 3.2, 3.2)))
+    # older records: the 1-minute average at the start, or any average at the end, above cores + 1
+    assert not ran_under_load(record())
+    assert ran_under_load(record(start=(3.5, 1.0, 1.0)))
+    assert not ran_under_load(record(start=(1.0, 3.5, 3.5)))  # the start's 5/15 minutes precede the cell
+    # REPPO's HumanoidStand cell of 2026-12-07: a second job shared its core for its last hour (94 min
+    # against 37 estimated); its 1-minute averages (1.04 at the start, 2.86 at the end) missed it
+    assert ran_under_load(record(start=(1.04, 0.54, 0.21), end=(2.86, 3.08, 3.16)))
+    assert not ran_under_load({"timing": {}, "machine": {"cpu_count": 2, "loadavg_start_end": [None, None]}})
 
 
 def test_the_toy_tasks_lowest_returns_follow_from_their_reward():
