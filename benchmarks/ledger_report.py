@@ -2,8 +2,9 @@
 
 Writes ``benchmarks/results/ledger/report/``:
 
-* ``status.md``: cells done / total per matrix, and every stale record (its hash no longer the
-  code's: left out of every table, with the settings that changed);
+* ``status.md``: cells done / total per matrix, every stale record (its hash no longer the
+  code's: left out of every table, with the settings that changed), and where matrix 1's
+  wall-clock goes per algorithm (compiling, training, evaluating);
 * ``m1.md``: matrix 1 per task (median and IQM of the final return with 95 % percentile-bootstrap
   intervals, raw and normalised as (R - R_random) / (1000 - R_random), R_random the pilot's mean
   return of uniform random actions), the aggregate IQM of the normalised return over the tasks
@@ -189,7 +190,29 @@ def status_table(records, stale) -> str:
         lines.append(f"| {m} | {sum(i in done for i in ids)} | {len(ids)} | {hours:.1f} |")
     lines += ["", "Stale records (their config hash is no longer the code's; left out of every table):", ""]
     lines += [f"* `{r['cell']}`: {why}" for r, why in stale] or ["* none"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + time_shares(records)) + "\n"
+
+
+def time_shares(records) -> list[str]:
+    """Where matrix 1's wall-clock goes, per algorithm, over the cells that had their core to themselves:
+    compiling (the programs, and the step-0 evaluation the first call runs), training, evaluating."""
+    lines = ["", "## Where the time goes (matrix 1)", "",
+             "Share of the wall-clock of the cells that ran alone on their core ('(loaded)' ones left out): "
+             "compiling (init, chunk and evaluation programs; the step-0 evaluation runs inside the first call), "
+             "training chunks, and the later evaluations (every sampler the policy offers). The compile is paid "
+             "once per configuration: `diffrl train` keeps compiled programs in its compilation cache "
+             "(docs/training.md), so repeating a command skips most of it.", "",
+             "| algo | cells | core-hours | compiling | training | evaluating |", "|---|---|---|---|---|---|"]
+    for algo in ledger_plan.M1_ALGOS:
+        timings = [r["timing"] for r in records if r["matrix"] == "m1" and r["algo"] == algo
+                   and not ran_under_load(r)]
+        if not timings:
+            continue
+        total = sum(t["compile_s"] + t["train_s"] + t["eval_s"] for t in timings)
+        shares = [sum(t[k] for t in timings) / total for k in ("compile_s", "train_s", "eval_s")]
+        lines.append(f"| {algo} | {len(timings)} | {sum(t['wall_s'] for t in timings) / 3600:.1f} | "
+                     + " | ".join(f"{x * 100:.0f} %" for x in shares) + " |")
+    return lines
 
 
 def m1_table(runs: dict, randoms: dict) -> str:

@@ -297,6 +297,23 @@ def test_report_renders_from_records_and_check_catches_a_stale_table(monkeypatch
     assert "reppo.kl_bound" in tables["status.md"] and "Over the 1 tasks" in tables["m1.md"]
 
 
+def test_status_shows_where_each_algorithms_time_goes_over_the_cells_that_ran_alone():
+    def record(algo, compile_s, train_s, eval_s, cpu_share=0.96):
+        wall = compile_s + train_s + eval_s
+        return {"matrix": "m1", "algo": algo, "machine": {"cpu_count": 2},
+                "timing": {"compile_s": compile_s, "train_s": train_s, "eval_s": eval_s, "wall_s": wall,
+                           "cpu_s": cpu_share * wall}}
+
+    records = [record("reppo", 300.0, 1500.0, 200.0), record("reppo", 100.0, 900.0, 0.0),
+               record("reppo", 9000.0, 0.0, 0.0, cpu_share=0.5),  # shared its core: left out
+               record("trudi", 60.0, 30.0, 10.0), {**record("trudi", 1.0, 1.0, 1.0), "matrix": "m2"}]
+    lines = ledger_report.time_shares(records)
+    # REPPO: 400 / 3000 compiling, 2400 / 3000 training, 200 / 3000 evaluating, 3000 s = 0.8 core-hours
+    assert "| reppo | 2 | 0.8 | 13 % | 80 % | 7 % |" in lines
+    assert "| trudi | 1 | 0.0 | 60 % | 30 % | 10 % |" in lines
+    assert not any(line.startswith(("| ppo", "| amdp")) for line in lines)  # no cell of theirs yet
+
+
 def test_runs_that_never_rise_above_their_start_or_random_are_listed_as_not_learning():
     class FakeRun:  # the two attributes learning_gain and no_learning_lines read
         label, num_seeds = "reppo", 3
