@@ -20,7 +20,7 @@ A record is written (atomically) only after its cell's program finished, so a fi
                                                      #   per seed; plus behaviour_entropy, mode_reached,
                                                      #   success_rate where the task reports them
       "timing": {"compile_s": 41.0, "train_s": 610.2, "eval_s": 40.3, "wall_s": 700.1,
-                 "cpu_s": 672.5},                # the process's CPU time over wall_s' span (records
+                 "cpu_s": 672.5},                    # the process's CPU time over wall_s' span (records
                                                      #   from 2026-12-07 on; ran_under_load)
       "versions": {...}, "machine": {"cpu": ..., "cpu_count": 2, "xla_flags": ...},
       "git_commit": "...", "created": "2026-12-05T21:10:00+0000", "command": [...],
@@ -195,7 +195,7 @@ def validate_record(record: dict, source: str = "record") -> dict:
 
 ALONE_CPU_SHARE = 0.9
 """A cell whose process got less of its one core than this (CPU time / wall-clock) shared it with
-other work. Alone, cells measured 0.95-0.97 (imports, checkpoint writes and evaluation hand-offs are
+other work. Alone, cells measured 0.95-0.98 (imports, checkpoint writes and evaluation hand-offs are
 the rest); one other process on the same core gives about 0.5."""
 
 

@@ -220,8 +220,8 @@ def m1_table(runs: dict, randoms: dict) -> str:
              "Final evaluation (the policy's default sampler), seeds pooled over a run's cells. Median and IQM "
              "with 95 % bootstrap intervals; normalised = (R - R_random) / (1000 - R_random). Wall-clock: the "
              "run's cells summed, one core each; '(loaded)': other work shared a cell's core (its process had "
-             f"less than {ALONE_CPU_SHARE * 100:.0f} % of the core; older records: the machine's load average above its cores + 1), so the "
-             "time overstates the cell's cost alone.", ""]
+             f"less than {ALONE_CPU_SHARE * 100:.0f} % of the core; older records: the machine's load average "
+             "above its cores + 1), so the time overstates the cell's cost alone.", ""]
     tasks = [f"playground/{t}" for t in ledger_plan.M1_TASKS]
     for task in tasks:
         rows = [runs[k] for k in sorted(runs) if k[0] == "m1" and k[2] == task]
