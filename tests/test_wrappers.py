@@ -12,6 +12,7 @@ from diffrl.envs.base import EnvSpec, EnvState
 from diffrl.envs.wrappers import (
     AutoReset,
     EpisodeStats,
+    NonFiniteGuard,
     RescaleAction,
     TimeLimit,
     VmapWrapper,
@@ -138,6 +139,68 @@ def test_auto_reset_uses_fresh_keys_and_keeps_final_obs():
     # The stored key advances every step.
     keys = np.asarray(traj.key).reshape(8, 2, -1)
     assert len({k.tobytes() for k in keys[:, 0]}) == 8
+
+
+class BlowUpEnv(CounterEnv):
+    """The counter env whose simulation goes NaN on the step that reaches ``blow_up_at``, as MJX can:
+    the observation (actor and critic) and the reward turn NaN and the step reports termination,
+    as Playground's DM Control tasks do on a NaN state (``which`` picks what goes NaN)."""
+
+    def __init__(self, blow_up_at, which=("obs", "reward")):
+        super().__init__()
+        self.blow_up_at, self.which = blow_up_at, which
+
+    def step(self, state, action):
+        out = super().step(state, action)
+        bad = out.inner["count"] == self.blow_up_at
+        nan = jnp.float32(jnp.nan)
+        obs = jnp.where(bad & ("obs" in self.which), nan, out.obs)
+        critic = jnp.where(bad & ("critic_obs" in self.which), nan, out.critic_obs)
+        reward = jnp.where(bad & ("reward" in self.which), nan, out.reward)
+        return out.replace(obs=obs, critic_obs=critic, final_obs=obs, final_critic_obs=critic, reward=reward,
+                           terminated=bad & ("obs" in self.which))
+
+
+@pytest.mark.parametrize("which", [("obs", "reward"), ("reward",), ("critic_obs",)])
+def test_a_step_whose_simulation_went_non_finite_is_a_finite_termination_from_the_last_finite_obs(which):
+    """On the step the counter reaches 3 the simulation goes NaN: that transition is a termination with
+    reward 0 whose final observation is the one the step started from (count 2), the episode's return
+    leaves the NaN out, the environment resets, and every other step is the finite env's own."""
+    env = wrap(BlowUpEnv(blow_up_at=3, which=which), episode_length=100)
+    state = jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(0), 2))
+    assert not state.info["nonfinite_state"].any()
+    traj = rollout(env, state, 7)
+    for leaf in (traj.obs, traj.critic_obs, traj.final_obs, traj.final_critic_obs, traj.reward,
+                 traj.info["returned_episode_return"], traj.episode_return):
+        assert np.isfinite(leaf).all()
+    blown = traj.info["nonfinite_state"]
+    np.testing.assert_array_equal(blown[:, 0], [False, False, True, False, False, True, False])
+    np.testing.assert_array_equal(traj.terminated, blown)
+    assert not traj.truncated.any()
+    np.testing.assert_array_equal(traj.reward[:, 0], [1, 2, 0, 1, 2, 0, 1])
+    np.testing.assert_array_equal(traj.final_obs[2, :, 0], 2.0)  # the last finite observation
+    np.testing.assert_array_equal(traj.final_critic_obs[2, :, 0], 2.0)
+    np.testing.assert_array_equal(traj.obs[2, :, 0], 0.0)  # reset
+    np.testing.assert_array_equal(traj.info["returned_episode_return"][2], 3.0)  # 1 + 2 + 0
+    np.testing.assert_array_equal(traj.info["returned_episode_length"][2], 3)
+
+
+def test_the_guard_returns_a_finite_step_unchanged():
+    """Bit for bit, including values that are large but finite."""
+    class Huge(CounterEnv):
+        def step(self, state, action):
+            out = super().step(state, action)
+            return out.replace(reward=out.reward * jnp.float32(3e38), obs=out.obs.at[0].multiply(-3e38))
+
+    base = Huge()
+    guarded = NonFiniteGuard(base)
+    state = jax.jit(guarded.reset)(jax.random.PRNGKey(4))
+    plain = jax.jit(base.step)(state, jnp.ones((1,)))
+    out = jax.jit(guarded.step)(state, jnp.ones((1,)))
+    assert not out.info.pop("nonfinite_state")
+    plain.info.pop("nonfinite_state", None)  # CounterEnv builds a fresh info
+    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(out)):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_reset_stores_key_and_neutral_info():

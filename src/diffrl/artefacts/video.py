@@ -1,6 +1,6 @@
 """Headless videos of a policy in a MuJoCo-based task (Playground DM Control, Brax).
 
-The rollout runs the unbatched env ``TimeLimit(RescaleAction(env))`` under ``jit`` and
+The rollout runs the unbatched env ``TimeLimit(NonFiniteGuard(RescaleAction(env)))`` under ``jit`` and
 keeps only what a frame needs (qpos, qvel, mocap poses); frames are then drawn on the
 host with ``mujoco.Renderer`` after ``mj_forward`` (MuJoCo's Python rendering documentation).
 
@@ -72,13 +72,13 @@ def rollout_states(env_name: str, act_fn: Callable, key, num_steps: int, episode
     import jax.numpy as jnp
 
     from diffrl.envs.registry import make
-    from diffrl.envs.wrappers import RescaleAction, TimeLimit
+    from diffrl.envs.wrappers import NonFiniteGuard, RescaleAction, TimeLimit
 
     if not any(env_name.startswith(s) for s in RENDERABLE_SUITES):
         _render_source(env_name, None)  # raises NoRendererError
     base = make(env_name, **env_kwargs)
     mj_model, fields = _render_source(env_name, base)
-    env = TimeLimit(RescaleAction(base), episode_length)
+    env = TimeLimit(NonFiniteGuard(RescaleAction(base)), episode_length)
 
     @jax.jit
     def episode(key):
@@ -99,7 +99,11 @@ def rollout_states(env_name: str, act_fn: Callable, key, num_steps: int, episode
         traj, done = jax.device_get(episode(key_episode))
         done = np.asarray(done)
         length = int(np.argmax(done)) + 1 if done.any() else num_steps
-        out.append({k: np.asarray(v[: length + 1]) for k, v in traj.items()})
+        frames = {k: np.asarray(v[: length + 1]) for k, v in traj.items()}
+        # An episode the guard ended because the simulation went non-finite: its last state has no picture.
+        if not np.all(np.isfinite(frames["qpos"][-1])):
+            frames = {k: v[:-1] for k, v in frames.items()}
+        out.append(frames)
     return mj_model, out
 
 

@@ -23,10 +23,11 @@ from diffrl.maths.normalization import normalise_obs
 
 
 def wrap_for_eval(env, episode_length: int):
-    """Batched env with action rescaling and a time limit but NO auto-reset."""
-    from diffrl.envs.wrappers import RescaleAction, TimeLimit, VmapWrapper
+    """Batched env with action rescaling, the non-finite guard and a time limit but NO auto-reset
+    (an episode whose simulation goes non-finite ends there, with the return it had)."""
+    from diffrl.envs.wrappers import NonFiniteGuard, RescaleAction, TimeLimit, VmapWrapper
 
-    return VmapWrapper(TimeLimit(RescaleAction(env), episode_length))
+    return VmapWrapper(TimeLimit(NonFiniteGuard(RescaleAction(env)), episode_length))
 
 
 def behaviour_entropy(modes: jax.Array, num_modes: int, valid: jax.Array | None = None) -> jax.Array:

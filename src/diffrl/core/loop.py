@@ -114,7 +114,7 @@ def make_components(config, env, algo: Algorithm) -> Components:
             transition = make_transition(ts, config, obs, critic_obs, action, aux, nxt.reward, nxt.terminated,
                                          nxt.truncated, nxt.final_obs, nxt.final_critic_obs)
             episode = (nxt.info["returned_episode"], nxt.info["returned_episode_return"],
-                       nxt.info["returned_episode_length"])
+                       nxt.info["returned_episode_length"], nxt.info["nonfinite_state"])
             raw = (env_state.obs, env_state.critic_obs, nxt.reward)
             return nxt, shard_env_axis((transition, episode, raw))
 
@@ -156,10 +156,13 @@ def finish_iteration(config, algo: Algorithm, ts: TrainState, key, key_update, e
                      episode: tuple, raw: tuple) -> tuple[TrainState, dict]:
     """After a rollout: update the normalisers and the algorithm, report metrics.
 
-    episode: ``(ended, return, length)`` (T, B) of the episodes that ended; raw: the unnormalised
-    ``(obs, critic_obs, reward)`` (T, B, ...) the rollout acted on. Shared by the JAX loop and the
-    host loop (``diffrl.core.host_loop``), so both learn identically from the same transitions."""
-    (ended, ep_return, ep_length), (raw_obs, raw_cobs, raw_rew) = episode, raw
+    episode: ``(ended, return, length)`` (T, B) of the episodes that ended, and in the JAX loop a fourth,
+    ``nonfinite`` (T, B): the steps whose simulation went non-finite (``envs.wrappers.NonFiniteGuard``);
+    raw: the unnormalised ``(obs, critic_obs, reward)`` (T, B, ...) the rollout acted on. Shared by the
+    JAX loop and the host loop (``diffrl.core.host_loop``), so both learn identically from the same
+    transitions."""
+    (ended, ep_return, ep_length), nonfinite = episode[:3], episode[3:]
+    raw_obs, raw_cobs, raw_rew = raw
     obs_stats, critic_stats = ts.obs_stats, ts.critic_obs_stats
     if config.normalize_obs:
         obs_stats = update_stats(obs_stats, raw_obs)
@@ -171,6 +174,8 @@ def finish_iteration(config, algo: Algorithm, ts: TrainState, key, key_update, e
     metrics["train/episode_length"] = jnp.sum(jnp.where(ended, ep_length, 0)) / jnp.maximum(n_ended, 1)
     metrics["train/episodes"] = n_ended.astype(jnp.float32)
     metrics["train/reward"] = jnp.mean(raw_rew)
+    if nonfinite:
+        metrics["train/nonfinite_states"] = jnp.sum(nonfinite[0]).astype(jnp.float32)
     if config.check_finite:
         finite = {
             "observations": _tree_all_finite((raw_obs, raw_cobs)),

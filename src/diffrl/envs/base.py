@@ -64,7 +64,8 @@ class EnvState:
         Equals ``obs`` unless the auto-reset wrapper just replaced ``obs`` by a reset.
       episode_return / episode_length: running statistics of the current episode.
       info: dict of extra per-env arrays; wrappers add ``returned_episode`` (bool),
-        ``returned_episode_return`` and ``returned_episode_length`` on episode ends.
+        ``returned_episode_return`` and ``returned_episode_length`` on episode ends, and
+        ``nonfinite_state`` (bool) on a step whose simulation went non-finite.
       key: () PRNG key used for auto-resets.
     """
 

@@ -4,9 +4,10 @@ Each wrapper is itself an ``Env`` (a ``spec``, ``reset(key)``, ``step(state, act
 and works on ONE environment; only :class:`VmapWrapper` adds the batch axis. The
 composition used for training is (see :func:`wrap`)::
 
-    VmapWrapper(AutoReset(EpisodeStats(TimeLimit(RescaleAction(env)))))
+    VmapWrapper(AutoReset(EpisodeStats(TimeLimit(NonFiniteGuard(RescaleAction(env))))))
 
-Order matters: ``TimeLimit`` must sit inside ``EpisodeStats`` so that the statistics
+Order matters: ``NonFiniteGuard`` must sit inside ``TimeLimit`` so that a non-finite step is a
+termination, never a truncation to bootstrap from; ``TimeLimit`` must sit inside ``EpisodeStats`` so that the statistics
 see the truncation flag, and both must sit inside ``AutoReset`` so that the reset
 state (step counter 0, statistics 0) comes from the same stack's ``reset``.
 
@@ -101,6 +102,40 @@ class RescaleAction(Wrapper):
 
     def step(self, state: EnvState, action: jax.Array) -> EnvState:
         return self.env.step(state, self.native_action(action))
+
+
+class NonFiniteGuard(Wrapper):
+    """Ends the episode on a step whose simulation went non-finite, before NaN/inf reaches a learner.
+
+    MJX can integrate a state to NaN even under bounded actions (humanoids especially:
+    google-deepmind/mujoco_playground#81 and #153). Playground's DM Control tasks then report
+    ``done``, but that step's reward and observation are NaN, and one NaN transition among a
+    batch's thousands makes every loss of the update NaN: the whole seed is lost to one
+    environment. On a step whose reward or observation (actor or critic) is not finite, this
+    wrapper returns instead a finite *termination*: reward 0, ``terminated`` True, and as the
+    observation the one the step started from (the last finite one), which becomes the
+    transition's ``final_obs``; ``info['nonfinite_state']`` is True on that step (the trainer
+    counts them as ``train/nonfinite_states``). :class:`AutoReset` then resets the environment,
+    since the episode is done. A step whose values are all finite is returned unchanged.
+    """
+
+    def reset(self, key: jax.Array) -> EnvState:
+        state = self.env.reset(key)
+        return state.replace(info={**state.info, "nonfinite_state": jnp.zeros((), jnp.bool_)})
+
+    def step(self, state: EnvState, action: jax.Array) -> EnvState:
+        out = self.env.step(state, action)
+        bad = ~(jnp.all(jnp.isfinite(out.obs)) & jnp.all(jnp.isfinite(out.critic_obs))
+                & jnp.isfinite(out.reward))
+        return out.replace(
+            obs=jnp.where(bad, state.obs, out.obs),
+            critic_obs=jnp.where(bad, state.critic_obs, out.critic_obs),
+            final_obs=jnp.where(bad, state.obs, out.final_obs),
+            final_critic_obs=jnp.where(bad, state.critic_obs, out.final_critic_obs),
+            reward=jnp.where(bad, jnp.zeros_like(out.reward), out.reward),
+            terminated=out.terminated | bad,
+            info={**out.info, "nonfinite_state": bad},
+        )
 
 
 class TimeLimit(Wrapper):
@@ -249,9 +284,9 @@ def randomize_step_counters(state: EnvState, key: jax.Array, episode_length: int
 def wrap(env: Env, episode_length: int | None = None) -> VmapWrapper:
     """Compose the training stack around an unbatched env.
 
-    ``VmapWrapper(AutoReset(EpisodeStats(TimeLimit(RescaleAction(env), L))))`` with
+    ``VmapWrapper(AutoReset(EpisodeStats(TimeLimit(NonFiniteGuard(RescaleAction(env)), L))))`` with
     ``L = episode_length or env.spec.episode_length``. The result acts in [-1, 1],
     takes ``(B, 2)`` keys and ``(B, d)`` actions, and its ``spec`` reports bounds
     (-1, 1) and the effective episode length.
     """
-    return VmapWrapper(AutoReset(EpisodeStats(TimeLimit(RescaleAction(env), episode_length))))
+    return VmapWrapper(AutoReset(EpisodeStats(TimeLimit(NonFiniteGuard(RescaleAction(env)), episode_length))))
