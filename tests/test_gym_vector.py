@@ -121,3 +121,55 @@ def test_a_listed_task_can_be_overridden_and_a_downloaded_one_added_then_removed
     assert (restored.func, restored.args) == (default.func, default.args)
     with pytest.raises(ValueError, match="needs the YCB object models"):
         make("maniskill/PickSingleYCB-v1")
+
+
+class Unstable(gym.Env):
+    """x' = x + a on [-1, 1]^1 actions; past |x| = 1.5 the "integration" returns NaN (observation and reward),
+    as an unstable simulator does, without terminating: the batch must do that."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x = float(self.np_random.uniform(-0.5, 0.5))
+        return np.array([self.x, 1.0], np.float32), {}
+
+    def step(self, action):
+        self.x += float(np.asarray(action).ravel()[0])
+        if abs(self.x) > 1.5:
+            return np.full(2, np.nan, np.float32), float("nan"), False, False, {}
+        return np.array([self.x, 1.0], np.float32), -self.x ** 2, False, False, {}
+
+
+def test_a_step_that_returns_nan_is_a_termination_from_the_last_finite_observation_in_both_host_batches():
+    """The vector batch and the worker batch of single envs agree field by field, NaN steps included, and
+    each NaN step is a termination with reward 0, its final observation the last finite one, then a reset."""
+    gym.register(id="DiffrlTestUnstable-v0", entry_point=Unstable, max_episode_steps=50)
+    try:
+        vector = GymVectorBatch(SyncVectorEnv([lambda: gym.make("DiffrlTestUnstable-v0")] * 3,
+                                              autoreset_mode=AutoresetMode.DISABLED), name="gym/unstable")
+        serial = SerialVecEnv(functools.partial(GymnasiumHostEnv, "DiffrlTestUnstable-v0", name="gym/unstable"),
+                              3)
+        pairs = [(vector.reset(3), serial.reset(3))]
+        before = pairs[0][1].obs
+        blow_ups = 0
+        for a in np.full((12, 3, 1), 0.4, np.float32):
+            pairs.append((vector.step(a), serial.step(a)))
+            got, want = pairs[-1]
+            for name, x, y in zip(got._fields, got, want):
+                assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), name
+            bad = want.nonfinite
+            for field in (want.obs, want.final_obs, want.reward, want.episode_return):
+                assert np.isfinite(field).all()
+            np.testing.assert_array_equal(want.terminated[bad], True)
+            np.testing.assert_array_equal(want.reward[bad], 0.0)
+            np.testing.assert_array_equal(want.final_obs[bad], before[bad])  # the last finite observation
+            assert (np.abs(want.obs[bad, 0]) <= 0.5).all()  # a fresh episode
+            before = want.obs
+            blow_ups += int(bad.sum())
+        assert blow_ups >= 6  # x grows by 0.4 a step from |x| <= 0.5: every env blows up every 3-5 steps
+        vector.close()
+        serial.close()
+    finally:
+        gym.registry.pop("DiffrlTestUnstable-v0", None)

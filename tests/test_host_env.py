@@ -191,7 +191,8 @@ def test_host_loop_learns_as_the_jax_loop(monkeypatch):
         assert np.linalg.norm(a - b) <= 1e-3 * max(np.linalg.norm(a), 1e-6), np.abs(a - b).max()
     np.testing.assert_allclose(ts.obs_stats.mean, hs.obs_stats.mean, rtol=1e-6)
     for m_jax, m_host in zip(jax_metrics, host_metrics):
-        for name in ("train/episode_return", "train/episode_length", "train/episodes", "train/reward"):
+        for name in ("train/episode_return", "train/episode_length", "train/episodes", "train/reward",
+                     "train/nonfinite_states"):
             np.testing.assert_allclose(m_jax[name], m_host[name], rtol=1e-5, err_msg=name)
     assert float(jnp.sum(jax_metrics[1]["train/episodes"])) > 0  # episodes ended (and reset) inside rollouts
 
@@ -287,3 +288,30 @@ def test_gymnasium_tasks_through_the_batch():
         import gymnasium as gym
 
         GymnasiumHostEnv(gym.make("CartPole-v1"), name="gym/CartPole")
+
+
+def test_an_invalid_dm_control_physics_state_ends_the_episode_instead_of_the_run():
+    """MuJoCo flags a huge velocity as an invalid state and dm_control raises PhysicsError; the env reports a
+    non-finite step and the batch turns it into a termination with reward 0 from the last observation,
+    then resets: the worker keeps stepping."""
+    from diffrl.envs.dmc import DmControlEnv
+    from diffrl.envs.host import SerialVecEnv
+
+    env = DmControlEnv("cartpole-balance")
+    env.reset(0)
+    env.physics.data.qvel[:] = 1e30
+    obs, reward, terminated, truncated = env.step(np.zeros(1))
+    assert np.isnan(obs).all() and np.isnan(reward) and terminated and not truncated
+
+    batch = SerialVecEnv(lambda: DmControlEnv("cartpole-balance"), 2, episode_length=20)
+    first = batch.reset(5)
+    batch._slots[1].env.physics.data.qvel[:] = 1e30
+    out = batch.step(np.zeros((2, 1), np.float32))
+    np.testing.assert_array_equal(out.nonfinite, [False, True])
+    np.testing.assert_array_equal(out.terminated, [False, True])
+    assert out.reward[1] == 0.0 and out.reward[0] > 0.0
+    np.testing.assert_array_equal(out.final_obs[1], first.obs[1])
+    assert np.isfinite(out.obs).all() and out.episode_length[1] == 1
+    out = batch.step(np.zeros((2, 1), np.float32))  # the reset env steps on
+    assert not out.nonfinite.any() and np.isfinite(out.obs).all()
+    batch.close()

@@ -79,12 +79,12 @@ class HostStepper:
             return algo.act(algo_state, normalise_obs(obs_stats, obs, cfg), key)
 
         def finish_one(ts, key, key_update, obs, action, aux, reward, terminated, truncated, final_obs,
-                       ended, ep_return, ep_length):
+                       ended, ep_return, ep_length, nonfinite=None):
             obs_n = normalise_obs(ts.obs_stats, obs, cfg)
             batch = make_transition(ts, cfg, obs_n, obs_n, action, aux, reward, terminated, truncated,
                                     final_obs, final_obs)
-            return finish_iteration(cfg, algo, ts, key, key_update, None, batch, (ended, ep_return, ep_length),
-                                    (obs, obs, reward))
+            episode = (ended, ep_return, ep_length) + (() if nonfinite is None else (nonfinite,))
+            return finish_iteration(cfg, algo, ts, key, key_update, None, batch, episode, (obs, obs, reward))
 
         def eval_act_one(algo_state, obs_stats, critic_stats, obs, key, sampler):
             return algo.eval_action(algo_state, normalise_obs(obs_stats, obs, cfg),
@@ -156,7 +156,7 @@ class HostStepper:
         key, key_update, step_keys = self._begin(ts)
         obs = self._obs
         record = {name: [] for name in ("obs", "reward", "terminated", "truncated", "final_obs", "ended",
-                                        "ep_return", "ep_length")}
+                                        "ep_return", "ep_length", "nonfinite")}
         actions, auxes = [], []
         for t in range(self.config.num_steps):
             action, aux = self._act(ts.algo, ts.obs_stats, jnp.asarray(self._by_seed(obs, B)), step_keys[:, t])
@@ -166,15 +166,16 @@ class HostStepper:
             for name, value in (("obs", obs), ("reward", out.reward), ("terminated", out.terminated),
                                 ("truncated", out.truncated), ("final_obs", out.final_obs),
                                 ("ended", out.done), ("ep_return", out.episode_return),
-                                ("ep_length", out.episode_length)):
-                record[name].append(self._by_seed(value, B))
+                                ("ep_length", out.episode_length), ("nonfinite", out.nonfinite)):
+                if value is not None:  # nonfinite: None from a batch that does not check
+                    record[name].append(self._by_seed(value, B))
             obs = out.obs
         self._obs = obs
-        seq = {name: _stack_time(values) for name, values in record.items()}  # (S, T, B, ...)
+        seq = {name: _stack_time(values) for name, values in record.items() if values}  # (S, T, B, ...)
         stack = lambda *xs: jnp.stack(xs, axis=1)  # noqa: E731
         return self._finish(ts, key, key_update, seq["obs"], stack(*actions), jax.tree.map(stack, *auxes),
                             seq["reward"], seq["terminated"], seq["truncated"], seq["final_obs"], seq["ended"],
-                            seq["ep_return"], seq["ep_length"])
+                            seq["ep_return"], seq["ep_length"], *([seq["nonfinite"]] if "nonfinite" in seq else []))
 
     def evaluate(self, algo_state, obs_stats, critic_stats, keys, sampler: str) -> dict:
         """``eval_envs`` episodes per seed; {name: (num_seeds,)} as ``diffrl.core.evaluate``."""

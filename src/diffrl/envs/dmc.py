@@ -14,6 +14,9 @@ Decisions:
   reported as a truncation: dm_control ends them with discount 1); a termination is a last step
   with discount 0 (no suite task terminates early today, but the protocol keeps the difference);
 * actions are the actuators' controls; bounds from ``action_spec()``;
+* a step on which MuJoCo finds the state invalid (dm_control raises ``PhysicsError``; MuJoCo has reset its
+  data) returns a NaN observation and reward with ``terminated``: the host batch turns that into a finite
+  termination and a reset (``diffrl.envs.host``), so one unstable episode does not end the run;
 * the task's random state is seeded per episode (``task_kwargs={"random": seed}`` at construction,
   then reseeded on every reset) so that episodes are reproducible from the batch seed.
 
@@ -105,7 +108,15 @@ class DmControlEnv:
         return flatten_observation(self.env.reset().observation)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
-        step = self.env.step(action)
+        from dm_control.rl.control import PhysicsError
+
+        try:
+            step = self.env.step(action)
+        except PhysicsError:
+            # MuJoCo found the state invalid (NaN, inf or huge qpos/qvel/qacc; it resets its data) and
+            # dm_control raised. Reported as a non-finite step, which the host batch makes a termination
+            # from the last finite observation and resets (diffrl.envs.host), instead of a crashed run.
+            return np.full(self.spec.obs_size, np.nan, np.float32), float("nan"), True, False
         last = step.last()
         terminated = bool(last and step.discount == 0.0)
         return flatten_observation(step.observation), float(step.reward or 0.0), terminated, bool(last and not terminated)

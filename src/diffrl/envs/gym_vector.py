@@ -80,7 +80,8 @@ class GymVectorBatch:
         self._ep_return = np.zeros(self.num_envs, np.float64)
         zeros = np.zeros(self.num_envs, np.float32)
         false = np.zeros(self.num_envs, bool)
-        return HostStep(obs, zeros, false, false, obs.copy(), zeros, zeros.astype(np.int32), zeros)
+        self._last_obs = obs
+        return HostStep(obs, zeros, false, false, obs.copy(), zeros, zeros.astype(np.int32), zeros, false)
 
     def step(self, actions) -> HostStep:
         unit = np.asarray(actions, np.float32).reshape(self.num_envs, -1)
@@ -89,6 +90,12 @@ class GymVectorBatch:
         final = self._obs(obs)
         reward = np.asarray(reward, np.float64).reshape(self.num_envs)
         terminated = np.asarray(terminated, bool).reshape(self.num_envs)
+        # A non-finite step is a finite termination from the last finite observation (wrappers.NonFiniteGuard).
+        nonfinite = ~(np.all(np.isfinite(final), axis=1) & np.isfinite(reward))
+        if nonfinite.any():
+            final = np.where(nonfinite[:, None], self._last_obs, final)
+            reward = np.where(nonfinite, 0.0, reward)
+            terminated = terminated | nonfinite
         self._step_count += 1
         self._ep_length += 1
         self._ep_return += reward
@@ -106,8 +113,9 @@ class GymVectorBatch:
             self._ep_length[done] = 0
             self._ep_return[done] = 0.0
         success = np.where(done, np.nan, 0.0).astype(np.float32)
+        self._last_obs = next_obs
         return HostStep(next_obs, reward.astype(np.float32), terminated, truncated, final.copy(), ep_return,
-                        ep_length, success)
+                        ep_length, success, nonfinite)
 
     def close(self) -> None:
         self.env.close()

@@ -53,7 +53,8 @@ class HostEnv(Protocol):
         """Start an episode; returns the observation (obs_size,)."""
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
-        """Native action (action_size,) -> (obs, reward, terminated, truncated by the simulator)."""
+        """Native action (action_size,) -> (obs, reward, terminated, truncated by the simulator). A simulator
+        that went unstable may return a non-finite obs or reward: the batch ends that episode."""
 
 
 class HostStep(NamedTuple):
@@ -78,6 +79,11 @@ class HostStep(NamedTuple):
     """(B,) float32: on the step an episode ends, 1 if it reached the task's success at any step and
     0 if not, for tasks that report one (a ``success_once`` attribute, e.g. ManiSkill); NaN for tasks
     that do not; 0 on other steps."""
+    nonfinite: np.ndarray | None = None
+    """(B,) bool: the simulator returned a non-finite observation or reward on this step, which the
+    batch made a termination with reward 0 whose ``final_obs`` is the last finite observation (as
+    ``diffrl.envs.wrappers.NonFiniteGuard``); None from a batch that does not check (ManiSkill's GPU
+    batch)."""
 
     @property
     def done(self) -> np.ndarray:
@@ -106,17 +112,22 @@ class _Slot:
         seed = np.random.SeedSequence([self.seed, self.index, self.episode]).generate_state(1)[0]
         self.episode += 1
         self.step_count, self.ep_length, self.ep_return = 0, 0, 0.0
-        return np.asarray(self.env.reset(int(seed)), np.float32)
+        self.obs = np.asarray(self.env.reset(int(seed)), np.float32)
+        return self.obs
 
     def reset(self, seed: int, first_step_count: int) -> tuple:
         self.seed, self.episode = int(seed), 0
         obs = self._new_episode()
         self.step_count = int(first_step_count)
-        return obs, 0.0, False, False, obs, 0.0, 0, 0.0
+        return obs, 0.0, False, False, obs, 0.0, 0, 0.0, False
 
     def step(self, action: np.ndarray) -> tuple:
         obs, reward, terminated, sim_truncated = self.env.step(native_action(action, self.low, self.high))
         final = np.asarray(obs, np.float32)
+        nonfinite = not (np.all(np.isfinite(final)) and np.isfinite(reward))
+        if nonfinite:  # a finite termination from the last finite observation (wrappers.NonFiniteGuard)
+            final, reward, terminated, sim_truncated = self.obs, 0.0, True, False
+        self.obs = final
         self.step_count += 1
         self.ep_length += 1
         self.ep_return += float(reward)
@@ -127,8 +138,8 @@ class _Slot:
             success = getattr(self.env, "success_once", None)  # read before the reset clears it
             success = float("nan") if success is None else float(bool(success))
             return (self._new_episode(), float(reward), terminated, truncated, final, ep_return, ep_length,
-                    success)
-        return final, float(reward), False, False, final, 0.0, 0, 0.0
+                    success, nonfinite)
+        return final, float(reward), False, False, final, 0.0, 0, 0.0, False
 
 
 def _stack(rows: list[tuple]) -> HostStep:
@@ -142,6 +153,7 @@ def _stack(rows: list[tuple]) -> HostStep:
         episode_return=np.asarray(cols[5], np.float32),
         episode_length=np.asarray(cols[6], np.int32),
         episode_success=np.asarray(cols[7], np.float32),
+        nonfinite=np.asarray(cols[8], bool),
     )
 
 
