@@ -148,6 +148,29 @@ def test_wrong_version_algorithm_or_structure_is_refused(tmp_path):
         restore_checkpoint(path, make_state(1))
 
 
+def test_a_checkpoint_that_predates_an_added_per_step_flag_restores_it_as_zeros_and_all_else_exactly(tmp_path):
+    """Checkpoints written before env_state.info gained 'nonfinite_state' (checkpoint.ADDED_LEAVES) restore into
+    the current train state: every stored leaf bit for bit, the flag False; any other missing leaf is refused."""
+    from diffrl.plumbing.checkpoint import check_target, read_metadata
+
+    old = make_state(0).replace(algo={**make_state(0).algo, "info": {"a": jnp.ones((NUM_SEEDS, 3)),
+                                                                       "z": jnp.full((NUM_SEEDS,), 5)}})
+    path = save_checkpoint(tmp_path, 1, old, meta())
+    flags = jnp.ones((NUM_SEEDS, 6), bool)
+    current = make_state(1).replace(algo={**make_state(1).algo, "info": {"a": jnp.zeros((NUM_SEEDS, 3)),
+                                                                          "nonfinite_state": flags,
+                                                                          "z": jnp.zeros((NUM_SEEDS,), jnp.int32)}})
+    check_target(read_metadata(path), jax.eval_shape(lambda: current))  # the resume check agrees
+    restored = restore_checkpoint(path, current)
+    assert not np.asarray(restored.algo["info"].pop("nonfinite_state")).any()
+    assert_bit_exact(restored, old)
+    renamed = make_state(1).replace(algo={**make_state(1).algo, "info": {"a": jnp.zeros((NUM_SEEDS, 3)),
+                                                                          "other_flag": flags,
+                                                                          "z": jnp.zeros((NUM_SEEDS,), jnp.int32)}})
+    with pytest.raises(CheckpointError, match="different algorithm"):
+        restore_checkpoint(path, renamed)
+
+
 def test_keep_last_n_and_best_pointer(tmp_path):
     state = make_state(0)
     returns = {10: 1.0, 20: 5.0, 30: 2.0, 40: float("nan"), 50: 3.0, 60: None}

@@ -289,13 +289,40 @@ def best_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 # ----------------------------------------------------------------------------- restore
-def _check_structure(stored: list[dict], target_records: list[dict]) -> None:
-    if len(stored) != len(target_records):
+ADDED_LEAVES: tuple[str, ...] = ("['nonfinite_state']",)
+"""Path endings of train-state leaves added after checkpoints of this format were first written, whose
+stored value is never read (each step overwrites it before anything uses it), so that a checkpoint without
+them restores them as zeros instead of being refused: ``env_state.info['nonfinite_state']``, the flag of
+the step just taken (``diffrl.envs.wrappers.NonFiniteGuard``, added 2026-12-07)."""
+
+
+def _stored_index(stored: list[dict], target_records: list[dict]) -> list[int | None]:
+    """For each target leaf, the index of its stored leaf; None for a leaf of :data:`ADDED_LEAVES` that
+    the checkpoint predates. Position for position when the counts match (as ``_check_structure`` reads)."""
+    if len(stored) == len(target_records):
+        return list(range(len(target_records)))
+    stored_paths = {s["path"] for s in stored}
+    index, next_stored = [], 0
+    for t in target_records:
+        if t["path"].endswith(ADDED_LEAVES) and t["path"] not in stored_paths:
+            index.append(None)
+        else:
+            index.append(next_stored)
+            next_stored += 1
+    return index
+
+
+def _check_structure(stored: list[dict], target_records: list[dict]) -> list[int | None]:
+    """Raise :class:`CheckpointError` unless the stored leaves are the target's (but for leaves of
+    :data:`ADDED_LEAVES` a checkpoint predates); return :func:`_stored_index`."""
+    index = _stored_index(stored, target_records)
+    present = [t for t, i in zip(target_records, index) if i is not None]
+    if len(stored) != len(present):
         raise CheckpointError(
             f"checkpoint has {len(stored)} arrays but the target train state has "
             f"{len(target_records)}: it was saved from a different algorithm, policy or config")
     problems = []
-    for s, t in zip(stored, target_records):
+    for s, t in zip(stored, present):
         if (s["path"], s["shape"], s["dtype"], s.get("key_impl")) != \
                 (t["path"], t["shape"], t["dtype"], t["key_impl"]):
             problems.append(f"{t['path']}: stored {s['path']} {s['dtype']}{s['shape']}, "
@@ -305,6 +332,7 @@ def _check_structure(stored: list[dict], target_records: list[dict]) -> None:
         raise CheckpointError(
             "checkpoint does not match the target train state (different config, e.g. "
             "num_envs, num_seeds or network sizes?):\n  " + "\n  ".join(problems[:5]) + more)
+    return index
 
 
 def check_target(meta: dict, abstract_target: Any) -> None:
@@ -353,12 +381,12 @@ def restore_checkpoint(
 
     leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(target_pytree)
     target_records = [_leaf_record(p, leaf) for p, leaf in leaves_with_paths]
-    _check_structure(meta.get("leaves", []), target_records)
+    index = _check_structure(meta.get("leaves", []), target_records)
 
     default_sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     abstract = {}
-    for i, ((_, leaf), rec) in enumerate(zip(leaves_with_paths, target_records)):
-        if int(np.prod(rec["shape"])) == 0:
+    for i, ((_, leaf), rec) in zip(index, zip(leaves_with_paths, target_records)):
+        if i is None or int(np.prod(rec["shape"])) == 0:
             continue
         if isinstance(leaf, jax.Array):
             sharding = default_sharding if _is_typed_key(leaf) else leaf.sharding
@@ -372,12 +400,14 @@ def restore_checkpoint(
         restored = ckptr.restore(path / _STATE_DIR, args=ocp.args.StandardRestore(abstract))
 
     out = []
-    for i, ((_, leaf), rec) in enumerate(zip(leaves_with_paths, target_records)):
-        name = f"leaf_{i:06d}"
+    for i, ((_, leaf), rec) in zip(index, zip(leaves_with_paths, target_records)):
+        name = f"leaf_{i:06d}" if i is not None else None
         if name in restored:
             value = restored[name]
-        elif isinstance(leaf, jax.Array):
+        elif isinstance(leaf, jax.Array):  # an empty leaf, or one the checkpoint predates
             value = jax.numpy.zeros(rec["shape"], jax.numpy.dtype(rec["dtype"]))
+            if not _is_typed_key(leaf):
+                value = jax.device_put(value, leaf.sharding)
         else:
             value = np.zeros(rec["shape"], jax.numpy.dtype(rec["dtype"]))
         if _is_typed_key(leaf):
