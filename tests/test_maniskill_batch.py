@@ -161,3 +161,24 @@ def test_gpu_presets_are_the_references_settings_and_are_refused_without_a_gpu()
     if jax.default_backend() != "gpu":
         with pytest.raises(ConfigError, match="--maniskill-backend gpu cannot run here"):
             Trainer(resolve("trudi", f"maniskill/{TASK}", "trudi-maniskill"))
+
+
+def test_a_scene_taken_to_nan_is_a_termination_from_the_last_finite_observation_then_a_reset():
+    """PhysX propagates a NaN velocity into the cube's pose: ManiSkill returns NaN observations and rewards
+    from then on without ending the episode. The batch ends it (reward 0, the last finite observation as
+    its final one, ``nonfinite`` set) and resets it, so the next steps are finite again."""
+    import torch
+
+    env = batch(length=6)
+    first = env.reset(seed=3, spread_counters=False)
+    env.env.unwrapped.obj.set_linear_velocity(torch.tensor([[float("nan"), 0.0, 0.0]]))
+    out = env.step(jnp.zeros((1, 8)))
+    assert bool(out.nonfinite[0]) and bool(out.terminated[0]) and not bool(out.truncated[0])
+    assert float(out.reward[0]) == 0.0 and float(out.episode_return[0]) == 0.0 and int(out.episode_length[0]) == 1
+    np.testing.assert_array_equal(np.asarray(out.final_obs), np.asarray(first.obs))
+    assert np.isfinite(np.asarray(out.obs)).all()  # a fresh episode
+    for _ in range(3):
+        out = env.step(jnp.zeros((1, 8)))
+        assert not bool(out.nonfinite[0]) and np.isfinite(np.asarray(out.obs)).all()
+        assert np.isfinite(np.asarray(out.reward)).all()
+    env.close()

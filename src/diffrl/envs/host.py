@@ -82,8 +82,7 @@ class HostStep(NamedTuple):
     nonfinite: np.ndarray | None = None
     """(B,) bool: the simulator returned a non-finite observation or reward on this step, which the
     batch made a termination with reward 0 whose ``final_obs`` is the last finite observation (as
-    ``diffrl.envs.wrappers.NonFiniteGuard``); None from a batch that does not check (ManiSkill's GPU
-    batch)."""
+    ``diffrl.envs.wrappers.NonFiniteGuard``); None from a batch that does not check."""
 
     @property
     def done(self) -> np.ndarray:

@@ -129,7 +129,8 @@ class ManiSkillBatchVecEnv:
         self._success = torch.zeros(self.num_envs, device=self.device, dtype=torch.bool)
         zeros = torch.zeros(self.num_envs, device=self.device)
         false = torch.zeros(self.num_envs, device=self.device, dtype=torch.bool)
-        return self._host_step(obs, zeros, false, false, obs, zeros, zeros.to(torch.int32), zeros)
+        self._last_obs = obs.clone()  # ManiSkill may reuse its buffers
+        return self._host_step(obs, zeros, false, false, obs, zeros, zeros.to(torch.int32), zeros, false)
 
     def step(self, actions) -> HostStep:
         """(B, action_size) actions in [-1, 1] (a JAX array, or anything numpy takes) -> one step."""
@@ -151,6 +152,12 @@ class ManiSkillBatchVecEnv:
             self._has_success = "success" in info
         if self.bootstrap_at_termination:
             sim_truncated, terminated = sim_truncated | terminated, torch.zeros_like(terminated)
+        # PhysX can take a scene to NaN (and keeps it there): such a step is a termination with reward 0 from
+        # the last finite observation, and the env is reset (diffrl.envs.wrappers.NonFiniteGuard).
+        nonfinite = ~(torch.isfinite(final).all(dim=1) & torch.isfinite(reward))
+        final = torch.where(nonfinite[:, None], self._last_obs, final)
+        reward = torch.where(nonfinite, 0.0, reward)
+        terminated, sim_truncated = terminated | nonfinite, sim_truncated & ~nonfinite
         self._step_count += 1
         self._ep_length += 1
         self._ep_return += reward
@@ -171,9 +178,12 @@ class ManiSkillBatchVecEnv:
             self._ep_length[index] = 0
             self._ep_return[index] = 0.0
             self._success[index] = False
-        return self._host_step(next_obs, reward, terminated, truncated, final, ep_return, ep_length, success)
+        self._last_obs = next_obs.clone()
+        return self._host_step(next_obs, reward, terminated, truncated, final, ep_return, ep_length, success,
+                               nonfinite)
 
-    def _host_step(self, obs, reward, terminated, truncated, final_obs, ep_return, ep_length, success) -> HostStep:
+    def _host_step(self, obs, reward, terminated, truncated, final_obs, ep_return, ep_length, success,
+                   nonfinite) -> HostStep:
         """The step as JAX arrays. Each is a copy on the device first: the arrays alias their tensors'
         memory, which neither ManiSkill's buffers nor this class's counters may change afterwards."""
         torch = self.torch
@@ -184,7 +194,8 @@ class ManiSkillBatchVecEnv:
         return HostStep(obs=out(obs, torch.float32), reward=out(reward, torch.float32),
                         terminated=out(terminated, torch.bool), truncated=out(truncated, torch.bool),
                         final_obs=out(final_obs, torch.float32), episode_return=out(ep_return, torch.float32),
-                        episode_length=out(ep_length, torch.int32), episode_success=out(success, torch.float32))
+                        episode_length=out(ep_length, torch.int32), episode_success=out(success, torch.float32),
+                        nonfinite=out(nonfinite, torch.bool))
 
     def render(self) -> np.ndarray:
         """(H, W, 3) uint8 frame of the first env's render camera."""
