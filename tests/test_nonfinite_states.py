@@ -69,3 +69,27 @@ def test_the_stop_names_the_earliest_cause_of_an_iteration_not_the_alphabetical_
     flags["nonfinite/losses"][0, 1] = 1  # an earlier iteration wins, whatever its cause
     assert first_nonfinite(flags, iteration0=0).startswith("non-finite losses at iteration 2, seed 0")
     assert first_nonfinite({k: zeros for k in flags}, iteration0=0) is None
+
+
+def test_train_reports_blow_ups_once_in_its_progress_and_counts_them_in_the_summary(tmp_path, monkeypatch):
+    """Through `diffrl train`'s trainer on the unstable task (registered as a JAX environment): the run
+    finishes, says once that the simulation blew up, and summary.json counts every such step."""
+    import contextlib
+    import io
+    import json
+
+    from diffrl.cli import main
+    from diffrl.envs import registry
+
+    real_make = registry.make
+    monkeypatch.setattr(registry, "make", lambda name, **kw: Unstable() if name == "test/Unstable" else
+                        real_make(name, **kw))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = main(["train", "--algo", "ppo", "--env", "test/Unstable", "--num-envs", "8", "--num-steps", "16",
+                   "--total-env-steps", "384", "--num-evals", "1", "--eval-envs", "2", "--ppo.num-minibatches",
+                   "2", "--ppo.num-epochs", "1", "--out", str(tmp_path / "run"), "--no-tensorboard"])
+    assert rc == 0, err.getvalue()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["nonfinite_states"] > 0
+    assert err.getvalue().count("went non-finite (the simulation blew up)") == 1

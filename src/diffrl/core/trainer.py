@@ -380,6 +380,7 @@ class Trainer:
         train_time, wall0 = clock.get("train_time", 0.0), time.perf_counter() - clock.get("walltime", 0.0)
         row: dict = {}
         interrupted = False
+        blow_ups = 0  # env steps whose simulation went non-finite (envs.wrappers.NonFiniteGuard), this segment
         for c in range(start, cfg.num_chunks):
             t0 = time.perf_counter()
             state, metrics = chunk(state)
@@ -393,6 +394,12 @@ class Trainer:
                 with self._writing():
                     logger.log({"env_steps": (c + 1) * steps_per_chunk, "error": problem})
                 raise NonFiniteError(problem)
+            blown = int(np.sum(metrics.get("train/nonfinite_states", 0)))
+            if blown and not blow_ups:
+                progress.message(f"{blown} environment step(s) of chunk {c + 1} went non-finite (the simulation "
+                                 "blew up): each ended its episode, which was reset; counted per iteration in "
+                                 "train/nonfinite_states")
+            blow_ups += blown
             row = {
                 "env_steps": (c + 1) * steps_per_chunk,
                 "walltime": time.perf_counter() - wall0,
@@ -428,6 +435,7 @@ class Trainer:
             "walltime_s": time.perf_counter() - wall0,
             "train_time_s": train_time,
             "train_sps": cfg.num_seeds * row.get("env_steps", 0) / max(train_time, 1e-9),
+            "nonfinite_states": blow_ups,
             **compile_times,
             "run_dir": str(self.run_dir),
             "segments": getattr(self, "_segments", []),
