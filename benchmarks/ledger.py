@@ -143,7 +143,8 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     if summary.get("interrupted"):
         return None
-    rows = [r for r in read_metrics(run_dir) if isinstance(r.get("eval/seed_returns"), list)]
+    all_rows = read_metrics(run_dir)
+    rows = [r for r in all_rows if isinstance(r.get("eval/seed_returns"), list)]
     samplers = list(trainer.samplers)
     compile_s = sum(float(summary.get(k, 0.0)) for k in ("compile/init_s", "compile/chunk_s",
                                                           "compile/eval_first_call_s"))
@@ -162,6 +163,7 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
                     else None, "loadavg_start_end": [load_before, os.getloadavg() if load_before else None]},
         "git_commit": git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": sys.argv,
+        "nonfinite_states": blow_ups(all_rows, config),
     }
     if divergence is not None:
         record["diverged"] = {"error": divergence, "seeds": nonfinite_seeds(trainer.state, record, cell.num_seeds)}
@@ -170,6 +172,14 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
     if not keep_run_dir:
         shutil.rmtree(run_dir, ignore_errors=True)
     return record
+
+
+def blow_ups(rows: list[dict], config) -> int:
+    """Env steps, over every seed and segment of a run, whose simulation went non-finite and were made
+    terminations (``diffrl.envs.wrappers.NonFiniteGuard``), from metrics.jsonl: each chunk's row holds
+    ``train/nonfinite_states`` averaged over its seeds and iterations."""
+    per_row = config.num_seeds * config.iterations_per_chunk
+    return int(round(sum(float(r.get("train/nonfinite_states", 0.0)) for r in rows) * per_row))
 
 
 def without_finiteness_check(run_dir: Path, config):

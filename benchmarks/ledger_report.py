@@ -93,6 +93,8 @@ class Run:
         self.diverged = np.concatenate([np.isin(np.arange(r["num_seeds"]), r.get("diverged", {}).get("seeds", []))
                                         for r in self.records])
         self.divergence_errors = [r["diverged"]["error"] for r in self.records if "diverged" in r]
+        counted = [r["nonfinite_states"] for r in self.records if r.get("nonfinite_states") is not None]
+        self.blow_ups = sum(counted) if counted else None  # records before 2026-12-07 do not count them
         self.final = scored(np.concatenate([final_returns(r) for r in self.records]), self.task)
         self.curves = scored(np.concatenate([np.asarray(r["curves"][self.sampler]["returns"], np.float64)
                                              for r in self.records], axis=1), self.task)
@@ -257,6 +259,21 @@ def divergence_lines(runs: dict, matrix: str) -> list[str]:
     for run in rows:
         lines.append(f"| {run.task.split('/')[-1]} | {run.label} | {int(run.diverged.sum())} of {run.num_seeds} | "
                      f"{'; '.join(run.divergence_errors)} |")
+    return lines + [""] + blow_up_lines(runs, matrix)
+
+
+def blow_up_lines(runs: dict, matrix: str) -> list[str]:
+    """Runs whose simulation went non-finite in some environment steps (records count them since
+    2026-12-07): each such step ended its episode and the environment was reset, so no seed was lost."""
+    rows = [run for key, run in sorted(runs.items()) if key[0] == matrix and run.blow_ups]
+    lines = ["## Simulation blow-ups", "",
+             "Environment steps whose simulation state went non-finite (MJX can integrate a state to NaN), each "
+             "made a termination with reward 0 and reset (`NonFiniteGuard`, docs/environments.md), over all seeds; "
+             "counted by records written since 2026-12-07.", ""]
+    if not rows:
+        return lines + ["None among the runs that count them.", ""]
+    lines += ["| task | run | env steps |", "|---|---|---|"]
+    lines += [f"| {run.task.split('/')[-1]} | {run.label} | {run.blow_ups} |" for run in rows]
     return lines + [""]
 
 

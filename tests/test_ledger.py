@@ -216,6 +216,19 @@ def test_a_diverged_seed_scores_the_lowest_return_and_is_listed():
     assert np.isfinite(run.curves).all()
     lines = "\n".join(ledger_report.divergence_lines({("m1", "reppo", cell.task, 20): run}, "m1"))
     assert "| CartpoleSwingup | reppo | 1 of 3 | non-finite losses at iteration 3, seed 1 |" in lines
+    assert run.blow_ups is None and "None among the runs that count them." in lines
+    guarded = ledger_report.Run([dict(record, nonfinite_states=7), dict(record, base_seed=3, nonfinite_states=0)])
+    lines = "\n".join(ledger_report.blow_up_lines({("m1", "reppo", cell.task, 20): guarded}, "m1"))
+    assert "| CartpoleSwingup | reppo | 7 |" in lines
+
+
+def test_blow_ups_are_counted_over_every_seed_and_iteration_of_every_chunk():
+    """metrics.jsonl rows hold train/nonfinite_states averaged over the seeds and iterations of a chunk."""
+    config = ledger.cell_config(_tiny_cells()[0]).replace(num_seeds=2, chunk_iterations=4)
+    assert config.iterations_per_chunk == 4
+    rows = [{"env_steps": 0}, {"train/nonfinite_states": 0.125}, {"train/nonfinite_states": 0.0},
+            {"train/nonfinite_states": 0.375}]
+    assert ledger.blow_ups(rows, config) == 4  # (0.125 + 0.375) * 2 seeds * 4 iterations
 
 
 # -- records and the report -------------------------------------------------------------------

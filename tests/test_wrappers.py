@@ -185,6 +185,23 @@ def test_a_step_whose_simulation_went_non_finite_is_a_finite_termination_from_th
     np.testing.assert_array_equal(traj.info["returned_episode_length"][2], 3)
 
 
+def test_a_non_finite_action_is_not_guarded_so_a_diverged_policy_shows():
+    """The simulator is not to blame for a NaN action: its NaN step passes through to the learner's check."""
+    class Echo(CounterEnv):  # observes and is rewarded by the action it was given
+        def step(self, state, action):
+            out = super().step(state, action)
+            a = jnp.asarray(action, jnp.float32)[0]
+            obs = out.obs.at[1].set(a)
+            return out.replace(obs=obs, critic_obs=obs, final_obs=obs, final_critic_obs=obs, reward=a)
+
+    env = wrap(Echo(), episode_length=100)
+    state = jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(0), 2))
+    step = jax.jit(env.step)(state, jnp.array([[jnp.nan], [0.5]]))
+    assert not step.info["nonfinite_state"].any() and not step.terminated.any()
+    assert np.isnan(step.reward[0]) and np.isnan(step.obs[0, 1])  # passed through, as the policy sent it
+    np.testing.assert_array_equal(step.reward[1], 0.5)
+
+
 def test_the_guard_returns_a_finite_step_unchanged():
     """Bit for bit, including values that are large but finite."""
     class Huge(CounterEnv):

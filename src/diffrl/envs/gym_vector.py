@@ -90,8 +90,9 @@ class GymVectorBatch:
         final = self._obs(obs)
         reward = np.asarray(reward, np.float64).reshape(self.num_envs)
         terminated = np.asarray(terminated, bool).reshape(self.num_envs)
-        # A non-finite step is a finite termination from the last finite observation (wrappers.NonFiniteGuard).
-        nonfinite = ~(np.all(np.isfinite(final), axis=1) & np.isfinite(reward))
+        # A non-finite step under a finite action is a finite termination from the last finite observation
+        # (wrappers.NonFiniteGuard); a non-finite action is a diverged policy, whose NaN must show.
+        nonfinite = ~(np.all(np.isfinite(final), axis=1) & np.isfinite(reward)) & np.all(np.isfinite(unit), axis=1)
         if nonfinite.any():
             final = np.where(nonfinite[:, None], self._last_obs, final)
             reward = np.where(nonfinite, 0.0, reward)

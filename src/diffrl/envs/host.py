@@ -80,8 +80,8 @@ class HostStep(NamedTuple):
     0 if not, for tasks that report one (a ``success_once`` attribute, e.g. ManiSkill); NaN for tasks
     that do not; 0 on other steps."""
     nonfinite: np.ndarray | None = None
-    """(B,) bool: the simulator returned a non-finite observation or reward on this step, which the
-    batch made a termination with reward 0 whose ``final_obs`` is the last finite observation (as
+    """(B,) bool: the simulator returned a non-finite observation or reward on this step under a finite
+    action, which the batch made a termination with reward 0 whose ``final_obs`` is the last finite observation (as
     ``diffrl.envs.wrappers.NonFiniteGuard``); None from a batch that does not check."""
 
     @property
@@ -123,8 +123,10 @@ class _Slot:
     def step(self, action: np.ndarray) -> tuple:
         obs, reward, terminated, sim_truncated = self.env.step(native_action(action, self.low, self.high))
         final = np.asarray(obs, np.float32)
-        nonfinite = not (np.all(np.isfinite(final)) and np.isfinite(reward))
-        if nonfinite:  # a finite termination from the last finite observation (wrappers.NonFiniteGuard)
+        # A finite action whose step is not finite: a finite termination from the last finite observation
+        # (wrappers.NonFiniteGuard); a non-finite action is a diverged policy, whose NaN must show.
+        nonfinite = bool(np.all(np.isfinite(action))) and not (np.all(np.isfinite(final)) and np.isfinite(reward))
+        if nonfinite:
             final, reward, terminated, sim_truncated = self.obs, 0.0, True, False
         self.obs = final
         self.step_count += 1

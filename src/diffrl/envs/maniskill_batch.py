@@ -152,9 +152,10 @@ class ManiSkillBatchVecEnv:
             self._has_success = "success" in info
         if self.bootstrap_at_termination:
             sim_truncated, terminated = sim_truncated | terminated, torch.zeros_like(terminated)
-        # PhysX can take a scene to NaN (and keeps it there): such a step is a termination with reward 0 from
-        # the last finite observation, and the env is reset (diffrl.envs.wrappers.NonFiniteGuard).
-        nonfinite = ~(torch.isfinite(final).all(dim=1) & torch.isfinite(reward))
+        # PhysX can take a scene to NaN (and keeps it there): such a step under a finite action is a termination
+        # with reward 0 from the last finite observation, and the env is reset (wrappers.NonFiniteGuard); a
+        # non-finite action is a diverged policy, whose NaN must show.
+        nonfinite = ~(torch.isfinite(final).all(dim=1) & torch.isfinite(reward)) & torch.isfinite(unit).all(dim=1)
         final = torch.where(nonfinite[:, None], self._last_obs, final)
         reward = torch.where(nonfinite, 0.0, reward)
         terminated, sim_truncated = terminated | nonfinite, sim_truncated & ~nonfinite

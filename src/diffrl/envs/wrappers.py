@@ -116,7 +116,9 @@ class NonFiniteGuard(Wrapper):
     observation the one the step started from (the last finite one), which becomes the
     transition's ``final_obs``; ``info['nonfinite_state']`` is True on that step (the trainer
     counts them as ``train/nonfinite_states``). :class:`AutoReset` then resets the environment,
-    since the episode is done. A step whose values are all finite is returned unchanged.
+    since the episode is done. A step whose values are all finite is returned unchanged, and so is
+    a step taken with a non-finite action: that is a policy that diverged, not a simulator, and
+    its NaN must reach the finiteness check (training) and the evaluation's return.
     """
 
     def reset(self, key: jax.Array) -> EnvState:
@@ -126,7 +128,7 @@ class NonFiniteGuard(Wrapper):
     def step(self, state: EnvState, action: jax.Array) -> EnvState:
         out = self.env.step(state, action)
         bad = ~(jnp.all(jnp.isfinite(out.obs)) & jnp.all(jnp.isfinite(out.critic_obs))
-                & jnp.isfinite(out.reward))
+                & jnp.isfinite(out.reward)) & jnp.all(jnp.isfinite(action))
         return out.replace(
             obs=jnp.where(bad, state.obs, out.obs),
             critic_obs=jnp.where(bad, state.critic_obs, out.critic_obs),
