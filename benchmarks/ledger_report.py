@@ -254,7 +254,7 @@ def divergence_lines(runs: dict, matrix: str) -> list[str]:
              "Seeds whose training produced NaN/inf, scored the task's lowest return from then on (0 on DM Control); "
              "the first error of each cell as the trainer reported it.", ""]
     if not rows:
-        return lines + ["None among the finished runs.", ""]
+        return lines + ["None among the finished runs.", ""] + blow_up_lines(runs, matrix)
     lines += ["| task | run | seeds diverged | first error |", "|---|---|---|---|"]
     for run in rows:
         lines.append(f"| {run.task.split('/')[-1]} | {run.label} | {int(run.diverged.sum())} of {run.num_seeds} | "

@@ -217,6 +217,9 @@ def test_a_diverged_seed_scores_the_lowest_return_and_is_listed():
     lines = "\n".join(ledger_report.divergence_lines({("m1", "reppo", cell.task, 20): run}, "m1"))
     assert "| CartpoleSwingup | reppo | 1 of 3 | non-finite losses at iteration 3, seed 1 |" in lines
     assert run.blow_ups is None and "None among the runs that count them." in lines
+    no_divergence = ledger_report.Run([{k: v for k, v in record.items() if k != "diverged"}])
+    lines = "\n".join(ledger_report.divergence_lines({("m1", "reppo", cell.task, 20): no_divergence}, "m1"))
+    assert "None among the finished runs." in lines and "## Simulation blow-ups" in lines
     guarded = ledger_report.Run([dict(record, nonfinite_states=7), dict(record, base_seed=3, nonfinite_states=0)])
     lines = "\n".join(ledger_report.blow_up_lines({("m1", "reppo", cell.task, 20): guarded}, "m1"))
     assert "| CartpoleSwingup | reppo | 7 |" in lines
