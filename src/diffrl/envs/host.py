@@ -81,8 +81,8 @@ class HostStep(NamedTuple):
     that do not; 0 on other steps."""
     nonfinite: np.ndarray | None = None
     """(B,) bool: the simulator returned a non-finite observation or reward on this step under a finite
-    action, which the batch made a termination with reward 0 whose ``final_obs`` is the last finite observation (as
-    ``diffrl.envs.wrappers.NonFiniteGuard``); None from a batch that does not check."""
+    action, which the batch made a termination with reward 0 whose ``final_obs`` is the last finite
+    observation (as ``diffrl.envs.wrappers.NonFiniteGuard``); None from a batch that does not check."""
 
     @property
     def done(self) -> np.ndarray:

@@ -7,9 +7,9 @@ composition used for training is (see :func:`wrap`)::
     VmapWrapper(AutoReset(EpisodeStats(TimeLimit(NonFiniteGuard(RescaleAction(env))))))
 
 Order matters: ``NonFiniteGuard`` must sit inside ``TimeLimit`` so that a non-finite step is a
-termination, never a truncation to bootstrap from; ``TimeLimit`` must sit inside ``EpisodeStats`` so that the statistics
-see the truncation flag, and both must sit inside ``AutoReset`` so that the reset
-state (step counter 0, statistics 0) comes from the same stack's ``reset``.
+termination, never a truncation to bootstrap from; ``TimeLimit`` must sit inside ``EpisodeStats``
+so that the statistics see the truncation flag, and both must sit inside ``AutoReset`` so that the
+reset state (step counter 0, statistics 0) comes from the same stack's ``reset``.
 
 Bookkeeping ownership: every wrapper reads the fields it owns (``step_count``,
 ``episode_return``/``episode_length``, ``key``, ``final_obs``) from the INPUT state
