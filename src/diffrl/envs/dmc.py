@@ -82,6 +82,9 @@ class DmControlEnv:
             hint = f" Did you mean: {', '.join('dmc/' + c for c in close)}?" if close else ""
             raise ValueError(f"unknown dm_control task {task!r}.{hint} Names are dmc/<domain>-<task>.")
         suite = _import_suite()
+        from dm_control.rl.control import PhysicsError
+
+        self._physics_error = PhysicsError  # caught in step; resolved once, not on every step
         domain, name = task.split("-", 1)
         self.env = suite.load(domain, name, task_kwargs={"random": 0})
         action = self.env.action_spec()
@@ -108,11 +111,9 @@ class DmControlEnv:
         return flatten_observation(self.env.reset().observation)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
-        from dm_control.rl.control import PhysicsError
-
         try:
             step = self.env.step(action)
-        except PhysicsError:
+        except self._physics_error:
             # MuJoCo found the state invalid (NaN, inf or huge qpos/qvel/qacc; it resets its data) and
             # dm_control raised. Reported as a non-finite step, which the host batch makes a termination
             # from the last finite observation and resets (diffrl.envs.host), instead of a crashed run.
