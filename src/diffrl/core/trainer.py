@@ -372,11 +372,14 @@ class Trainer:
         compile_times["compile/eval_first_call_s"] = time.perf_counter() - t0
         progress.message("compiled in {:.1f}s (init {:.1f}s, chunk {:.1f}s, eval {:.1f}s)".format(
             sum(compile_times.values()), *compile_times.values()))
+        # From here a first signal finishes the chunk and checkpoints. Marked before the first row is
+        # written, so that whoever sees that row (a script, tests/test_signals.py) knows a signal sent
+        # now is answered by a checkpoint, not by an immediate stop.
+        if self._signals is not None:
+            self._signals.training()
         if start == 0:
             with self._writing():
                 logger.log({"env_steps": 0, "walltime": 0.0, "train/sps": 0.0, **first_eval})
-        if self._signals is not None:  # from here a first signal finishes the chunk and checkpoints
-            self._signals.training()
         train_time, wall0 = clock.get("train_time", 0.0), time.perf_counter() - clock.get("walltime", 0.0)
         row: dict = {}
         interrupted = False
