@@ -233,4 +233,5 @@ class ManiSkillEnv:
         return frame[0] if frame.ndim == 4 else frame
 
     def close(self) -> None:
-        self.env.close()
+        with older_objects_left_to_the_collector():  # ManiSkill's close runs a full gc.collect too
+            self.env.close()
