@@ -88,7 +88,8 @@ def test_listed_task_builds_and_steps(name):
     if name.startswith("playground/") and task in LOCOMOTION_ENVS:
         # with the privileged critic observation where the task has one (the mirror is checked here)
         env = registry.make(name, asymmetric=task in PRIVILEGED_OBS_ENVS)
-        assert isinstance(env.env.observation_size, dict) == (task in PRIVILEGED_OBS_ENVS), name
+        privileged = task in PRIVILEGED_OBS_ENVS  # its observation is a dict with privileged_state; the others' flat
+        assert bool(env.observation_groups) == privileged == ("privileged_state" in env.observation_groups), name
     else:
         env = registry.make(name)
     spec = env.spec

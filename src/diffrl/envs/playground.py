@@ -150,7 +150,11 @@ class PlaygroundEnv:
         check_spec(self.spec)
 
     def _make_spec(self, task: str) -> EnvSpec:
+        # Playground computes observation_size by tracing reset (seconds for a locomotion task), and does not
+        # cache it: read once here. observation_groups keeps what it said: the names of a dict observation's
+        # parts ("state", "privileged_state", ...), () for a flat one.
         size = self.env.observation_size
+        self.observation_groups: tuple[str, ...] = tuple(sorted(size)) if isinstance(size, dict) else ()
         if isinstance(size, dict):
             obs_size = int(np.prod(size["state"]))
             critic_size = int(np.prod(size["privileged_state"])) if self.asymmetric else None
