@@ -15,8 +15,12 @@ PYTHON=${PYTHON:-python3}
 # Gaussian PPO, REPPO's pathwise Gaussian, TruDi's diffusion chain and AMDP's adjoint chain on Playground
 # CartpoleBalance; FPO's flow policy and SAC off-policy on Pendulum-v1), about 30 minutes of one core.
 UNIT_TESTS="tests/test_config.py tests/test_normalization.py tests/test_returns.py tests/test_hl_gauss.py tests/test_gaussian_policy.py tests/test_wrappers.py tests/test_playground.py tests/test_paper_cost.py"
-LEARNING_TESTS="tests/test_learning_maxent.py::test_learns_playground_cartpole_balance tests/test_learning_baselines.py::test_baseline_swings_up_pendulum[fpo] tests/test_learning_offpolicy.py::test_swings_up_pendulum_off_policy[sac]"
+LEARNING_TESTS="tests/test_learning_maxent.py::test_learns_playground_cartpole_balance"
+# FPO's and SAC's are long-tier tests (the baselines; DIFFRL_LONG_TESTS=1, 8 seeds for FPO): run as such.
+LONG_LEARNING_TESTS="tests/test_learning_baselines.py::test_baseline_swings_up_pendulum[fpo] tests/test_learning_offpolicy.py::test_swings_up_pendulum_off_policy[sac]"
 TESTS=${DRIFT_TESTS:-"$UNIT_TESTS $LEARNING_TESTS"}
+LONG_TESTS=$LONG_LEARNING_TESTS
+[ -n "${DRIFT_TESTS:-}" ] && LONG_TESTS=""  # DRIFT_TESTS given: those alone
 DRIFTING="jax jaxlib flax optax orbax-checkpoint mujoco mujoco-mjx"
 case "$VENV" in "$PWD/.venv"|".venv"|"./.venv") echo "refusing to touch the main .venv" >&2; exit 2;; esac
 mkdir -p "$OUT"
@@ -46,6 +50,12 @@ fi
 set -f  # test ids such as test_x[fpo] are not globs
 JAX_PLATFORMS=cpu MUJOCO_GL=egl "$VENV/bin/python" -m pytest -q -p no:cacheprovider $TESTS 2>&1 | tee "$OUT/pytest.txt"
 rc=$?
+if [ -n "$LONG_TESTS" ]; then
+  DIFFRL_LONG_TESTS=1 JAX_PLATFORMS=cpu MUJOCO_GL=egl "$VENV/bin/python" -m pytest -q -p no:cacheprovider $LONG_TESTS 2>&1 \
+    | tee -a "$OUT/pytest.txt"
+  long_rc=$?
+  [ $rc -eq 0 ] && rc=$long_rc
+fi
 { echo "pytest exit status: $rc"; grep -E "^(FAILED|ERROR)" "$OUT/pytest.txt"; tail -1 "$OUT/pytest.txt"; } >> "$OUT/summary.txt"
 cat "$OUT/summary.txt"
 exit $rc

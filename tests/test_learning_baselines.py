@@ -1,17 +1,18 @@
 """The baselines the papers compare against learn gymnax Pendulum-v1: SPO, FPO, FPO++, DPPO and on-policy DIME.
 
-4 seeds (CI) or 8 (the long tier, ``DIFFRL_LONG_TESTS=1``) in one vmapped program each, with the
-algorithm's default preset (tests/multiseed.py); asserts on the median final return and on how many
-seeds collapsed. Seed i is the same run in both (``fold_in(PRNGKey(seed), i)``). Random actions score -1238;
-swinging up and holding scores about -120 to -250 from random starts. The measured seeds are
+Long tier (``DIFFRL_LONG_TESTS=1``): 8 seeds in one vmapped program each, with the algorithm's default
+preset (tests/multiseed.py); asserts on the median final return and on how many seeds collapsed. (They
+ran in CI with 4 seeds until 2026-12-07, when the tier passed 30 minutes; seed i is the same run at 4
+or 8 seeds, ``fold_in(PRNGKey(seed), i)``, so MEASURED_4_SEEDS are this test's first four seeds.)
+Random actions score -1238; swinging up and holding scores about -120 to -250 from random starts. The measured seeds are
 quoted per test (default XLA CPU settings; ``DIFFRL_LEARNING_RECORD`` writes them).
 """
 import numpy as np
 import pytest
 
-from multiseed import LONG_TESTS, train_seeds
+from multiseed import long_only, train_seeds
 
-SEEDS = 8 if LONG_TESTS else 4
+SEEDS = 8
 # env steps per seed: SPO as the PPO test (PPO's gymnax preset, tests/test_learning_ppo.py); FPO the
 # same (FPO as published loses its swing-up on some seeds past 200k: MEASURED_SINCE_FAITHFUL); FPO++
 # twice that (it swings up later);
@@ -66,6 +67,8 @@ HEAVY = {"spo": 38, "fpo": 93, "fpo++": 186, "dppo": 92, "dime": 163}
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
+@long_only("about 20 min of one core for the five at 8 seeds; CI learns with the papers' own methods and their "
+           "backbone (PPO, REPPO, TruDi and AMDP on CartpoleBalance, off-policy AMDP on Pendulum-v1)")
 # tests/conftest.py starts the heavy tests first
 @pytest.mark.parametrize("algo", [pytest.param("spo", marks=pytest.mark.heavy(HEAVY["spo"])),
                                   pytest.param("fpo", marks=pytest.mark.heavy(HEAVY["fpo"])),

@@ -1,4 +1,5 @@
-"""The off-policy family (sac, dime-off, amdp-off) swings up gymnax Pendulum-v1, 4 seeds each.
+"""The off-policy family (sac, dime-off, amdp-off) swings up gymnax Pendulum-v1, 4 seeds each (CI: amdp-off;
+sac and dime-off, the baselines, in the long tier, ``DIFFRL_LONG_TESTS=1``).
 
 Each test trains 4 seeds in ONE vmapped program (tests/multiseed.py) with the algorithm's default
 preset for the task (``*-gymnax``: 16 envs x 4 steps, UTD 0.5, batch 128; DIME and AMDP on two categorical
@@ -12,7 +13,7 @@ it scores about -120 to -250 from random starts (rewards are <= 0).
 import numpy as np
 import pytest
 
-from multiseed import train_seeds
+from multiseed import long_only, train_seeds
 
 SEEDS = 4
 # Budgets from the 5-seed runs of the presets (benchmarks/results/offpolicy_learning/pendulum and, for
@@ -68,12 +69,14 @@ CI_MEASURED = {
 MEDIAN_THRESHOLD = {"sac": -400.0, "dime-off": -400.0, "amdp-off": -400.0}
 NOT_LEARNED = -900.0  # a seed still this close to the random policy (-1238) has not swung up
 MAX_NOT_LEARNED = 1
+BASELINE = long_only("the baselines' off-policy tests (about 4 min of one core): CI learns with off-policy AMDP, "
+                     "the method of the AMDP paper")
 
 
 @pytest.mark.slow
 # measured seconds, each pytest-xdist worker on its own core (tests/conftest.py starts the heavy tests first)
-@pytest.mark.parametrize("algo", [pytest.param("sac", marks=pytest.mark.heavy(96)),
-                                  pytest.param("dime-off", marks=pytest.mark.heavy(145)),
+@pytest.mark.parametrize("algo", [pytest.param("sac", marks=[pytest.mark.heavy(96), BASELINE]),
+                                  pytest.param("dime-off", marks=[pytest.mark.heavy(145), BASELINE]),
                                   pytest.param("amdp-off", marks=pytest.mark.heavy(158))])
 def test_swings_up_pendulum_off_policy(tmp_path, algo):
     """Median final return over 4 seeds above MEDIAN_THRESHOLD[algo]; at most MAX_NOT_LEARNED seeds
