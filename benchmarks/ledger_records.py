@@ -22,7 +22,9 @@ A record is written (atomically) only after its cell's program finished, so a fi
       "timing": {"compile_s": 41.0, "train_s": 610.2, "eval_s": 40.3, "wall_s": 700.1,
                  "cpu_s": 672.5},                    # the process's CPU time over wall_s' span (records
                                                      #   from 2026-12-07 on; ran_under_load)
-      "versions": {...}, "machine": {"cpu": ..., "cpu_count": 2, "xla_flags": ...},
+      "versions": {...}, "machine": {"cpu": ..., "cpu_identity": {...}, "cpu_count": 2, "xla_flags": ...},
+                                                     # cpu_identity (family, model, SIMD extensions)
+                                                     #   from 2026-12-07 on
       "git_commit": "...", "created": "2026-12-05T21:10:00+0000", "command": [...],
       "diverged": {"error": "non-finite losses at iteration 93, seed 2 ...", "seeds": [2]}
                                                      # only where training produced NaN/inf: the

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diffrl.plumbing.records import cpu_model
+from diffrl.plumbing.records import cpu_identity, cpu_model
 
 USER_XLA_FLAGS_VAR = "DIFFRL_TEST_USER_XLA_FLAGS"
 USER_XLA_FLAGS = os.environ.get(USER_XLA_FLAGS_VAR, os.environ.get("XLA_FLAGS", ""))
@@ -136,7 +136,7 @@ def record(curves: SeedCurves, algo: str, env: str) -> None:
     name = re.sub(r"[^A-Za-z0-9_.\[\]-]+", "_", f"{test}--{algo}--{env}")
     Path(directory).mkdir(parents=True, exist_ok=True)
     data = {"test": test, "algo": algo, "env": env, "env_steps": curves.env_steps.tolist(),
-            "xla_flags": USER_XLA_FLAGS, "cpu": cpu_model(),
+            "xla_flags": USER_XLA_FLAGS, "cpu": cpu_model(), "cpu_identity": cpu_identity(),
             **{field: {k: v.tolist() for k, v in getattr(curves, field).items()}
                for field in ("returns", "mode_reached", "behaviour_entropy")}}
     (Path(directory) / f"{name}.json").write_text(json.dumps(data))

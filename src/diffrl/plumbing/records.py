@@ -272,12 +272,40 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
+              "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "asimd", "sve", "sve2")
+"""The vector extensions XLA:CPU may compile for (it targets the host's features): two machines that
+differ in them run differently compiled programs, whose float rounding differs."""
+
+
+def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+    """The CPU's vendor, family and model numbers and its SIMD extensions (Linux: /proc/cpuinfo; {}
+    elsewhere). The model name alone can hide them (a virtual machine may report just "AMD EPYC",
+    for Zen 2 without AVX-512 and Zen 4 with it alike)."""
+    fields: dict[str, str] = {}
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if not key and fields:  # the first processor's block is enough
+                break
+            fields.setdefault(key, value.strip())
+    except OSError:
+        return {}
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    identity = {name: fields[key] for name, key in (("vendor", "vendor_id"), ("family", "cpu family"),
+                                                    ("model", "model"), ("implementer", "CPU implementer"),
+                                                    ("part", "CPU part")) if key in fields}
+    return {**identity, "simd": [flag for flag in SIMD_FLAGS if flag in flags]}
+
+
 def machine_record() -> dict[str, Any]:
     """What besides the code and config decides a run's float rounding, and so its per-seed curves:
-    the CPU (x86 models round differently: a learning run's seeds can end apart on two machines),
-    the core count and the XLA flags the run was started with."""
-    return {"cpu": cpu_model(), "cpu_count": os.cpu_count(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "jax_platforms": os.environ.get("JAX_PLATFORMS", "")}
+    the CPU (x86 models round differently: a learning run's seeds can end apart on two machines; its
+    model name, family, model and SIMD extensions), the core count and the XLA flags the run was
+    started with."""
+    return {"cpu": cpu_model(), "cpu_identity": cpu_identity(), "cpu_count": os.cpu_count(),
+            "xla_flags": os.environ.get("XLA_FLAGS", ""), "jax_platforms": os.environ.get("JAX_PLATFORMS", "")}
 
 
 def git_commit() -> str | None:
