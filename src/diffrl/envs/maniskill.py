@@ -173,6 +173,13 @@ def make_task(task: str, num_envs: int, sim_backend: str, **kwargs):
         raise
 
 
+def close_task(env) -> None:
+    """Close a task made by :func:`make_task`: ManiSkill's ``close`` runs the same full ``gc.collect()``
+    (``BaseEnv._clear``) as its build, so the older objects are left to the collector here too."""
+    with older_objects_left_to_the_collector():
+        env.close()
+
+
 def task_spec(env, task: str) -> EnvSpec:
     """One environment's spec of a made task (batched or not): flat state size, bounded native
     action bounds, the registered time limit."""
@@ -233,5 +240,4 @@ class ManiSkillEnv:
         return frame[0] if frame.ndim == 4 else frame
 
     def close(self) -> None:
-        with older_objects_left_to_the_collector():  # ManiSkill's close runs a full gc.collect too
-            self.env.close()
+        close_task(self.env)

@@ -36,7 +36,7 @@ import numpy as np
 
 from diffrl.envs.base import EnvSpec
 from diffrl.envs.host import HostStep, batch_spec, first_step_counts
-from diffrl.envs.maniskill import check_task, make_task, older_objects_left_to_the_collector, task_spec
+from diffrl.envs.maniskill import check_task, close_task, make_task, task_spec
 
 
 def resolve_backend(requested: str, run_devices: int) -> str:
@@ -205,5 +205,4 @@ class ManiSkillBatchVecEnv:
         return frame[0] if frame.ndim == 4 else frame
 
     def close(self) -> None:
-        with older_objects_left_to_the_collector():  # ManiSkill's close runs a full gc.collect too
-            self.env.close()
+        close_task(self.env)
