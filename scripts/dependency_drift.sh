@@ -13,13 +13,13 @@ OUT=${DRIFT_OUT:-/tmp/diffrl-drift}
 PYTHON=${PYTHON:-python3}
 # Fast unit tests, then one short multi-seed learning run per algorithm family (CI's own learning tests:
 # Gaussian PPO, REPPO's pathwise Gaussian, TruDi's diffusion chain and AMDP's adjoint chain on Playground
-# CartpoleBalance; FPO's flow policy and SAC off-policy on Pendulum-v1), about 30 minutes of one core.
+# CartpoleBalance; FPO's flow policy and SAC off-policy on Pendulum-v1, from the long tier), about 40 minutes
+# of one core.
 UNIT_TESTS="tests/test_config.py tests/test_normalization.py tests/test_returns.py tests/test_hl_gauss.py tests/test_gaussian_policy.py tests/test_wrappers.py tests/test_playground.py tests/test_paper_cost.py"
 LEARNING_TESTS="tests/test_learning_maxent.py::test_learns_playground_cartpole_balance"
 # FPO's and SAC's are long-tier tests (the baselines; DIFFRL_LONG_TESTS=1, 8 seeds for FPO): run as such.
-LONG_LEARNING_TESTS="tests/test_learning_baselines.py::test_baseline_swings_up_pendulum[fpo] tests/test_learning_offpolicy.py::test_swings_up_pendulum_off_policy[sac]"
+LONG_TESTS="tests/test_learning_baselines.py::test_baseline_swings_up_pendulum[fpo] tests/test_learning_offpolicy.py::test_swings_up_pendulum_off_policy[sac]"
 TESTS=${DRIFT_TESTS:-"$UNIT_TESTS $LEARNING_TESTS"}
-LONG_TESTS=$LONG_LEARNING_TESTS
 [ -n "${DRIFT_TESTS:-}" ] && LONG_TESTS=""  # DRIFT_TESTS given: those alone
 DRIFTING="jax jaxlib flax optax orbax-checkpoint mujoco mujoco-mjx"
 case "$VENV" in "$PWD/.venv"|".venv"|"./.venv") echo "refusing to touch the main .venv" >&2; exit 2;; esac

@@ -146,15 +146,16 @@ class PlaygroundEnv:
             raise EnvBuildError(f"playground/{task} failed to build in mujoco_playground: "
                                 f"{type(e).__name__}: {e}") from e
         self.asymmetric = asymmetric
-        self.spec = self._make_spec(task)
-        check_spec(self.spec)
-
-    def _make_spec(self, task: str) -> EnvSpec:
-        # Playground computes observation_size by tracing reset (seconds for a locomotion task), and does not
-        # cache it: read once here. observation_groups keeps what it said: the names of a dict observation's
+        # Playground computes observation_size by tracing reset (seconds for a locomotion task) and does not
+        # cache it: read once. observation_groups keeps what it said: the names of a dict observation's
         # parts ("state", "privileged_state", ...), () for a flat one.
         size = self.env.observation_size
         self.observation_groups: tuple[str, ...] = tuple(sorted(size)) if isinstance(size, dict) else ()
+        self.spec = self._make_spec(task, size)
+        check_spec(self.spec)
+
+    def _make_spec(self, task: str, size) -> EnvSpec:
+        """The spec from Playground's ``observation_size`` (``size``: an int, or a dict of shapes)."""
         if isinstance(size, dict):
             obs_size = int(np.prod(size["state"]))
             critic_size = int(np.prod(size["privileged_state"])) if self.asymmetric else None
