@@ -18,9 +18,10 @@ from ledger_report import SEED, complete_tasks, normalised_finals  # noqa: E402
 from diffrl.maths.stats import mean_ci_along_last_axis  # noqa: E402
 
 
-def draw_figures(runs: dict, randoms: dict, out: Path) -> list[Path]:
+def draw_figures(runs: dict, randoms: dict, out: Path, filling: dict | None = None) -> list[Path]:
     """Write ``curves_<matrix>_<task>.png`` (every run's mean return over seeds with its 95 %
-    bootstrap band) per matrix-1 and matrix-2 task, and ``profile_m1.png`` (the fraction of runs
+    bootstrap band; dashed, a matrix-2 run of ``filling``, {group: (Run, seeds planned)}, with the seeds
+    finished so far) per matrix-1 and matrix-2 task, and ``profile_m1.png`` (the fraction of runs
     whose normalised return exceeds tau, over the tasks every algorithm has finished; Agarwal et
     al. 2021, Sec. 4.1); returns the paths written."""
     import matplotlib
@@ -32,13 +33,16 @@ def draw_figures(runs: dict, randoms: dict, out: Path) -> list[Path]:
     for matrix, tasks in (("m1", [f"playground/{t}" for t in ledger_plan.M1_TASKS]),
                           ("m2", [f"playground/{t}" for t in ledger_plan.M2_TASKS])):
         for task in tasks:
-            rows = [runs[k] for k in sorted(runs) if k[0] == matrix and k[2] == task]
+            rows = [(runs[k], None) for k in sorted(runs) if k[0] == matrix and k[2] == task]
+            if matrix == "m2":
+                rows += [v for k, v in sorted((filling or {}).items()) if k[0] == matrix and k[2] == task]
             if not rows:
                 continue
             fig, ax = plt.subplots(figsize=(5, 3.4))
-            for run in rows:
+            for run, planned in rows:
                 mean, lo, hi = mean_ci_along_last_axis(run.curves, seed=SEED)
-                ax.plot(run.env_steps, mean, label=f"{run.label} ({run.num_seeds})")
+                seeds = f"{run.num_seeds}" if planned is None else f"{run.num_seeds} of {planned}"
+                ax.plot(run.env_steps, mean, "-" if planned is None else "--", label=f"{run.label} ({seeds})")
                 ax.fill_between(run.env_steps, lo, hi, alpha=0.2)
             ax.set(title=f"{task.split('/')[1]} ({matrix})", xlabel="env steps per seed", ylabel="return")
             ax.legend(fontsize=7)

@@ -10,7 +10,8 @@ Writes ``benchmarks/results/ledger/report/``:
   return of uniform random actions), the aggregate IQM of the normalised return over the tasks
   every algorithm has finished (stratified bootstrap), the probability of improvement, and the same
   by reward family (sparse or dense: ``ledger_families.py``);
-* ``m2.md``, ``m3.md``: the depth ablation and the multimodality-with-replay runs;
+* ``m2.md`` (``ledger_ablation.py``), ``m3.md``: the depth ablation and the multimodality-with-replay runs,
+  each with the runs still filling (some seeds finished: their finals, in no statistic);
 * ``expected.md``: per task, the command, the expected final return at the ledger's budget, the
   wall-clock on one and on two cores and REPPO's published final at 50M env steps
   (``reppo_published.json``);
@@ -160,8 +161,8 @@ def current_records(root: Path) -> tuple[list[dict], list[tuple[dict, str]]]:
     return current, stale
 
 
-def group_runs(records: list[dict]) -> dict[tuple, Run]:
-    """{(matrix, label, task, budget): Run} for groups whose every planned cell has a record."""
+def _recorded_groups(records: list[dict]) -> tuple[dict[tuple, list[dict]], dict[tuple, set[str]]]:
+    """({group: its records}, {group: its planned cell ids}) over the plan's groups that have a record."""
     planned: dict[tuple, set[str]] = {}
     for cell in ledger_plan.plan():
         planned.setdefault(cell.group, set()).add(cell.cell_id)
@@ -169,7 +170,42 @@ def group_runs(records: list[dict]) -> dict[tuple, Run]:
     have: dict[tuple, list[dict]] = {}
     for r in records:
         have.setdefault(groups[r["cell"]], []).append(r)
+    return have, planned
+
+
+def group_runs(records: list[dict]) -> dict[tuple, Run]:
+    """{(matrix, label, task, budget): Run} for groups whose every planned cell has a record."""
+    have, planned = _recorded_groups(records)
     return {g: Run(rs) for g, rs in have.items() if {r["cell"] for r in rs} == planned[g]}
+
+
+def incomplete_runs(records: list[dict]) -> dict[tuple, tuple[Run, int]]:
+    """{group: (Run of the cells recorded so far, seeds planned)} for the groups with some but not all of
+    their cells recorded."""
+    have, planned = _recorded_groups(records)
+    seeds = {c.cell_id: c.num_seeds for c in ledger_plan.plan()}
+    return {g: (Run(rs), sum(seeds[c] for c in planned[g])) for g, rs in sorted(have.items())
+            if {r["cell"] for r in rs} != planned[g]}
+
+
+def filling_lines(records: list[dict], matrix: str) -> list[str]:
+    """'Runs still filling': ``matrix``'s groups with some but not all of their cells recorded, with the
+    final return of each seed finished so far (in no statistic until the group is complete)."""
+    rows = []
+    for group, (run, total) in incomplete_runs(records).items():
+        if group[0] != matrix:
+            continue
+        seeds = [s for r in run.records for s in range(r["base_seed"], r["base_seed"] + r["num_seeds"])]
+        finals = ", ".join(f"{s}: {number(v, 1)}" for s, v in zip(seeds, run.final))
+        rows.append(f"| {run.task.split('/')[-1]} | {run.label} | {run.budget:,} | {run.num_seeds} of {total} | "
+                    f"{finals} |")
+    if not rows:
+        return []
+    return ["## Runs still filling", "",
+            "Runs with some of their seeds finished, in no table above until all have: the final return of each "
+            "seed so far (default sampler).", "",
+            "| task | run | env steps | seeds finished | final return (seed: return) |", "|---|---|---|---|---|",
+            *rows, ""]
 
 
 def normalised(values, random_return: float) -> np.ndarray:
@@ -329,30 +365,6 @@ def aggregate_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
     return lines + [""]
 
 
-def m2_table(runs: dict, randoms: dict) -> str:
-    lines = ["# Matrix 2: the trust-region ablation over longer curves", ""]
-    for task in ledger_plan.M2_TASKS:
-        name = f"playground/{task}"
-        rows = [runs[k] for k in sorted(runs) if k[0] == "m2" and k[2] == name]
-        if not rows:
-            continue
-        rnd = randoms[name]
-        lines += [f"## {task}", "", "| run | seeds | env steps | normalised median | normalised IQM | "
-                  "worst seed's drop below its best (last third) |", "|---|---|---|---|---|---|"]
-        labels = [label for label, _, _ in ledger_plan.M2_RUNS]
-        for run in sorted(rows, key=lambda r: labels.index(r.label)):
-            n = normalised(run.final, rnd)
-            curves = normalised(run.curves, rnd)
-            third = curves[len(curves) * 2 // 3:]
-            drop = float(np.max(np.max(curves, axis=0) - third[-1])) if len(third) else 0.0
-            lines.append(f"| {run.label} | {run.seeds_text} | {run.budget:,} | {fmt(median_ci(n))} | "
-                         f"{fmt(iqm_ci(n))} | {drop:.3f} |")
-        lines.append("")
-    if any(k[0] == "m2" for k in runs):
-        lines += divergence_lines(runs, "m2")
-    return "\n".join(lines) + "\n"
-
-
 ON_POLICY_GRID = Path(__file__).resolve().parent / "results" / "multimodality" / "grid"
 """The on-policy runs on the multimodal tasks (benchmarks/multimodality.py, committed records): the rows
 matrix 3's off-policy runs are read beside."""
@@ -475,8 +487,15 @@ def render_tables(root: Path) -> tuple[dict[str, str], dict, dict]:
     missing = sorted({r.task for r in runs.values() if r.matrix in ("m1", "m2") and r.task not in randoms})
     if missing:
         raise ValueError(f"no random return in pilot.json for {missing}: run `ledger.py pilot --tasks ...`")
+    from ledger_ablation import m2_table  # it imports this module's statistics
+
+    def filling(matrix: str) -> str:
+        lines = filling_lines(records, matrix)
+        return "\n".join(lines) + "\n" if lines else ""
+
     return {"status.md": status_table(records, stale), "m1.md": m1_table(runs, randoms),
-            "m2.md": m2_table(runs, randoms), "m3.md": m3_table(runs), "expected.md": expected_table(runs, published, pilot)}, runs, randoms
+            "m2.md": m2_table(runs, randoms) + filling("m2"), "m3.md": m3_table(runs) + filling("m3"),
+            "expected.md": expected_table(runs, published, pilot)}, runs, randoms
 
 
 def render(root: Path, with_figures: bool = True) -> list[Path]:
@@ -491,7 +510,7 @@ def render(root: Path, with_figures: bool = True) -> list[Path]:
     if with_figures:
         from ledger_figures import draw_figures
 
-        written += draw_figures(runs, randoms, out)
+        written += draw_figures(runs, randoms, out, incomplete_runs(current_records(root)[0]))
     return written
 
 
