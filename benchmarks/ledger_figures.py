@@ -21,7 +21,8 @@ from diffrl.maths.stats import mean_ci_along_last_axis  # noqa: E402
 def draw_figures(runs: dict, randoms: dict, out: Path, filling: dict | None = None) -> list[Path]:
     """Write ``curves_<matrix>_<task>.png`` (every run's mean return over seeds with its 95 %
     bootstrap band; dashed, a matrix-2 run of ``filling``, {group: (Run, seeds planned)}, with the seeds
-    finished so far) per matrix-1 and matrix-2 task, and ``profile_m1.png`` (the fraction of runs
+    finished so far) per matrix-1 and matrix-2 task, ``curves_m3_<task>.png`` per matrix-3 task (its return
+    and the fraction of episodes reaching a goal, every budget's runs), and ``profile_m1.png`` (the fraction of runs
     whose normalised return exceeds tau, over the tasks every algorithm has finished; Agarwal et
     al. 2021, Sec. 4.1); returns the paths written."""
     import matplotlib
@@ -51,6 +52,11 @@ def draw_figures(runs: dict, randoms: dict, out: Path, filling: dict | None = No
             fig.savefig(path, dpi=110)
             plt.close(fig)
             paths.append(path)
+    for task in ledger_plan.M3_TASKS:
+        rows = [(runs[k], None) for k in sorted(runs) if k[0] == "m3" and k[2] == task]
+        rows += [v for k, v in sorted((filling or {}).items()) if k[0] == "m3" and k[2] == task]
+        if rows:
+            paths.append(_m3_figure(plt, task, rows, out))
     tasks = complete_tasks(runs, [f"playground/{t}" for t in ledger_plan.M1_TASKS], ledger_plan.M1_ALGOS)
     if tasks:
         taus = np.linspace(-0.1, 1.0, 111)
@@ -68,3 +74,26 @@ def draw_figures(runs: dict, randoms: dict, out: Path, filling: dict | None = No
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def _m3_figure(plt, task: str, rows: list, out: Path) -> Path:
+    """``curves_m3_<task>.png``: per run and budget, the mean return and the mean fraction of episodes that
+    reach a goal over seeds (95 % bootstrap bands), dashed for a run still filling."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for run, planned in rows:
+        seeds = f"{run.num_seeds}" if planned is None else f"{run.num_seeds} of {planned}"
+        style = "-" if planned is None else "--"
+        for ax, values in zip(axes, (run.curves, run.series("mode_reached"))):
+            if values is None:
+                continue
+            mean, lo, hi = mean_ci_along_last_axis(np.asarray(values, np.float64), seed=SEED)
+            line, = ax.plot(run.env_steps, mean, style, label=f"{run.label}, {run.budget:,} ({seeds})")
+            ax.fill_between(run.env_steps, lo, hi, alpha=0.2, color=line.get_color())
+    axes[0].set(title=f"{task} (m3): return", xlabel="env steps per seed", ylabel="return")
+    axes[1].set(title="episodes reaching a goal", xlabel="env steps per seed", ylabel="fraction", ylim=(-0.02, 1.02))
+    axes[0].legend(fontsize=6)
+    fig.tight_layout()
+    path = out / f"curves_m3_{task.split('/')[1]}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -10,7 +10,8 @@ Writes ``benchmarks/results/ledger/report/``:
   return of uniform random actions), the aggregate IQM of the normalised return over the tasks
   every algorithm has finished (stratified bootstrap), the probability of improvement, and the same
   by reward family (sparse or dense: ``ledger_families.py``);
-* ``m2.md`` (``ledger_ablation.py``), ``m3.md``: the depth ablation and the multimodality-with-replay runs,
+* ``m2.md`` (``ledger_ablation.py``), ``m3.md`` (``ledger_replay.py``): the depth ablation and the
+  multimodality-with-replay runs,
   each with the runs still filling (some seeds finished: their finals, in no statistic);
 * ``expected.md``: per task, the command, the expected final return at the ledger's budget, the
   wall-clock on one and on two cores and REPPO's published final at 50M env steps
@@ -365,70 +366,6 @@ def aggregate_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
     return lines + [""]
 
 
-ON_POLICY_GRID = Path(__file__).resolve().parent / "results" / "multimodality" / "grid"
-"""The on-policy runs on the multimodal tasks (benchmarks/multimodality.py, committed records): the rows
-matrix 3's off-policy runs are read beside."""
-
-
-def _per_seed(values, digits: int = 2) -> str:
-    return ", ".join("n/a" if not np.isfinite(v) else number(v, digits) for v in np.asarray(values, np.float64))
-
-
-def _median_of_reached(values) -> str:
-    """Median over the seeds that reached a goal (behaviour entropy is undefined for the others)."""
-    v = np.asarray(values, np.float64)
-    return "n/a" if not np.isfinite(v).any() else number(np.median(v[np.isfinite(v)]), 2)
-
-
-def on_policy_rows(task: str, grid: Path = ON_POLICY_GRID) -> list[str]:
-    """m3 table rows of the on-policy runs of ``task`` (each algorithm's default sampler) from ``grid``."""
-    rows = []
-    for path in sorted(grid.glob(f"{task.replace('/', '_')}--*.json")):
-        record = json.loads(path.read_text())
-        sampler = record["samplers"][0]
-        final = record["final"][sampler]
-        returns = np.asarray(final["episode_return"], np.float64)
-        rows.append(f"| {record['algo']} (on-policy, {record['trained_env_steps']:,} steps, {sampler}) | "
-                    f"{fmt(median_ci(returns), 2)} ({_per_seed(returns)}) | "
-                    f"{_median_of_reached(final['behaviour_entropy'])} ({_per_seed(final['behaviour_entropy'])}) | "
-                    f"{_per_seed(final['mode_reached'])} |")
-    return rows
-
-
-def m3_table(runs: dict, grid: Path = ON_POLICY_GRID) -> str:
-    from diffrl.core.evaluate import entropy_where_reached  # imports JAX: only where matrix 3 is rendered
-
-    lines = ["# Matrix 3: multimodal sequential tasks with replay", "",
-             "Final evaluation (default sampler): return, behaviour entropy (of the histogram of the goals reached, "
-             "normalised to [0, 1]; 'n/a' for a seed that reached none) and the fraction of episodes that reach a "
-             "goal; per seed in brackets. Beside them, the on-policy runs of the same task "
-             "(`benchmarks/results/multimodality/grid/`, 256 episodes per seed) at the budget of the on-policy "
-             "diagnosis.", ""]
-    header = ["| algo | return median [95 %] (per seed) | behaviour entropy median (per seed) | mode reached (per seed) |",
-              "|---|---|---|---|"]
-    for task in ledger_plan.M3_TASKS:
-        for budget in ledger_plan.M3_BUDGETS:
-            rows = [runs[k] for k in sorted(runs) if k[0] == "m3" and k[2] == task and k[3] == budget]
-            if not rows:
-                continue
-            lines += [f"## {task}, {budget:,} env steps", ""] + header
-            for run in rows:
-                ent, reach = run.series("behaviour_entropy"), run.series("mode_reached")
-                if ent is not None and reach is not None:
-                    ent = entropy_where_reached(ent, reach)
-                e = "n/a" if ent is None else f"{_median_of_reached(ent[-1])} ({_per_seed(ent[-1])})"
-                m = "n/a" if reach is None else _per_seed(reach[-1])
-                lines.append(f"| {run.label} ({run.seeds_text} seeds) | {fmt(median_ci(run.final), 2)} "
-                             f"({_per_seed(run.final)}) | {e} | {m} |")
-            lines.append("")
-        beside = on_policy_rows(task, grid)
-        if beside:
-            lines += [f"## {task}: the on-policy runs", ""] + header + beside + [""]
-    if any(k[0] == "m3" for k in runs):
-        lines += divergence_lines(runs, "m3")
-    return "\n".join(lines) + "\n"
-
-
 def two_core_minutes(run: "Run", pilot: dict) -> str:
     """The run's wall-clock on 2 CPU cores, estimated: each cell's compile time plus its training and
     evaluation time divided by the algorithm's measured speedup from one core to two
@@ -487,7 +424,8 @@ def render_tables(root: Path) -> tuple[dict[str, str], dict, dict]:
     missing = sorted({r.task for r in runs.values() if r.matrix in ("m1", "m2") and r.task not in randoms})
     if missing:
         raise ValueError(f"no random return in pilot.json for {missing}: run `ledger.py pilot --tasks ...`")
-    from ledger_ablation import m2_table  # it imports this module's statistics
+    from ledger_ablation import m2_table  # they import this module's statistics
+    from ledger_replay import m3_table
 
     def filling(matrix: str) -> str:
         lines = filling_lines(records, matrix)
