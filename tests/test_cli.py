@@ -95,10 +95,10 @@ def test_help_documents_fields(capsys):
 
 def _parsed_train_config(monkeypatch, argv):
     """The config ``diffrl train argv`` would train (training itself replaced by a capture)."""
-    from diffrl import cli
+    from diffrl.commands import train
 
     captured = []
-    monkeypatch.setattr(cli, "_run_training", lambda config, move_aside: captured.append(config) or 0)
+    monkeypatch.setattr(train, "run_training", lambda config, move_aside: captured.append(config) or 0)
     assert main(["train", *argv]) == 0
     return captured[0]
 

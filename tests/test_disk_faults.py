@@ -112,10 +112,10 @@ def test_the_verdict_never_shares_a_line_with_a_cut_off_traceback():
     """A thread's traceback in progress when the verdict is printed may already have sent a fragment
     (``RuntimeError: ``, no line end) to stderr, flushed by another writer of the same stream; the
     verdict still is a line of its own and the last one, and nothing written after it shows."""
-    script = ("import sys, diffrl.cli as cli\n"
-              "cli._PROCESS_ENTRY = True\n"
+    script = ("import sys\nfrom diffrl.commands import verdict\n"
+              "verdict.PROCESS_ENTRY = True\n"
               "sys.stderr.write('earlier line\\nRuntimeError: '); sys.stderr.flush()\n"
-              "cli._say_last('diffrl train: cannot write x')\n"
+              "verdict.say_last('diffrl train: cannot write x')\n"
               "sys.stderr.write('after the verdict\\n'); sys.stderr.flush()\n"
               "import os; os.write(2, b'from C after the verdict\\n')\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)

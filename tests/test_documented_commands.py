@@ -125,7 +125,7 @@ def test_documented_command_parses(parse_only, doc, command, capsys):
 
 
 TRAIN_FLAGS_NOT_FIELDS = {"help", "move-aside", "no-compile-cache"}
-"""Flags `diffrl train` takes besides the config's fields (cli.cmd_train, cli.main)."""
+"""Flags `diffrl train` takes besides the config's fields (diffrl.commands.train.cmd_train, diffrl.cli.main)."""
 PLACEHOLDER_WORD = re.compile(r"[A-Z][A-Z_]*(\.[a-z]+)?")
 EXAMPLE_VALUES = {"RUN_DIR": "runs/doc", "DIR": "runs/doc-out", "OUT": "cost.json", "F": "out.json",
                   "FIG.png": "fig.png", "PATH": "clip.gif", "NAME": "trudi-dmc-cpu",
@@ -292,7 +292,7 @@ def train_flags():
 def test_documented_training_flag_parses(doc, span):
     import shlex
 
-    from diffrl.cli import flag_values
+    from diffrl.commands.train_flags import flag_values
     from diffrl.config import TrainConfig
 
     real_cli = tyro.cli

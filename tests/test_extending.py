@@ -76,17 +76,17 @@ def test_a_reimported_module_parses_with_its_new_section_class(example_on_path):
     import importlib
 
     from diffrl.algos import registry
-    from diffrl.cli import _parse_config
+    from diffrl.commands.train_flags import parse_config
     from diffrl.config import config_type
 
     argv = ["--algo", SPEC, "--env", "toy/MirrorGoals", "--scaled.policy-scale", "2"]
-    first = _parse_config(config_type(SPEC)(algo=SPEC), argv)
+    first = parse_config(config_type(SPEC)(algo=SPEC), argv)
     registry.unregister(SPEC)
     sys.modules.pop("custom_algorithm", None)
     from diffrl.config import presets
 
     presets.sync()  # its presets leave the catalogue with it (other tests list every preset)
-    again = _parse_config(config_type(SPEC)(algo=SPEC), argv)
+    again = parse_config(config_type(SPEC)(algo=SPEC), argv)
     assert again.scaled.policy_scale == first.scaled.policy_scale == 2.0
     assert type(again.scaled) is importlib.import_module("custom_algorithm").ScaledConfig
     assert type(again.scaled) is not type(first.scaled)

@@ -10,7 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
-from diffrl.cli import integer_literals, main
+from diffrl.cli import main
+from diffrl.commands.train_flags import integer_literals
 
 TINY = ["--algo", "ppo", "--env", "gymnax/Pendulum-v1", "--num-envs", "16", "--num-steps", "32",
         "--num-evals", "2", "--eval-envs", "4", "--ppo.num-minibatches", "4", "--ppo.num-epochs", "1",

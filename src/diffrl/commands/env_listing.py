@@ -10,6 +10,7 @@ and prints while building are silenced: the listing is the output.
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -105,3 +106,20 @@ def list_envs(names: list[str], build: bool) -> int:
         print(f"({len(missing)} of {len(names)} sizes are not cached yet (-): `diffrl envs --build` builds "
               "each simulator once, which takes minutes, and caches them)", file=sys.stderr)
     return 0
+
+
+def cmd_envs(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="diffrl envs", description="List environments with their sizes (from a cache "
+                                "that --build fills; see diffrl.commands.env_listing).")
+    p.add_argument("--names-only", action="store_true", help="print names only")
+    p.add_argument("--build", action="store_true", help="build every listed simulator to read (and cache) its "
+                   "sizes, with a progress bar: minutes for all of them")
+    p.add_argument("--suite", default=None, help="only this suite (playground, brax, gymnax, toy, dmc, gym, maniskill)")
+    args = p.parse_args(argv)
+    from diffrl.envs import registry
+
+    names = [n for n in registry.list_envs() if args.suite is None or n.startswith(args.suite + "/")]
+    if args.names_only:
+        print("\n".join(names))
+        return 0
+    return list_envs(names, build=args.build)

@@ -391,10 +391,10 @@ MOVED_FIELDS: dict[str, str] = {
 (old dotted name -> new). An algorithm that does not read the ``reppo`` section finds the field in
 its own settings' section under the same name where that section has it (amdp-off:
 ``offpolicy.kl_multiplier``, ``offpolicy.kl_bound``; :func:`moved_field`). The old names keep working:
-typed flags and ``--set`` are rewritten with a note (``cli.cmd_train``, ``overrides.set_field``), stored
-run configs load moved (:func:`move_stored_fields`), exported policy configs load without them (the
-policy classes' ``moved_fields``), and the benchmark ledger hashes them under their old names
-(``benchmarks/ledger_records.py``), so records written before the move stay valid."""
+typed flags and ``--set`` are rewritten with a note (``diffrl.commands.train.cmd_train``,
+``overrides.set_field``), stored run configs load moved (:func:`move_stored_fields`), exported policy
+configs load without them (the policy classes' ``moved_fields``), and the benchmark ledger hashes them
+under their old names (``benchmarks/ledger_records.py``), so records written before the move stay valid."""
 
 READ_BEFORE_MOVE: dict[str, tuple[str, ...]] = {"adjoint.kl_bound": ("amdp",)}
 """Moved fields whose new name already existed (REPPO's radius ``reppo.kl_bound``) -> the algorithms
@@ -528,7 +528,8 @@ def as_run_config(config: RunConfig, drop_unread: bool = False) -> RunConfig:
     A dropped section must hold its defaults (ConfigError naming each changed setting, as
     :meth:`RunConfig.validate` names them for a :class:`TrainConfig`: a setting that would do nothing
     is refused), unless ``drop_unread``: then its values go (the command-line parser, which refuses a
-    typed flag of a section the algorithm does not read by what was typed, ``cli.unread_flag_errors``)."""
+    typed flag of a section the algorithm does not read by what was typed,
+    ``diffrl.commands.train_flags.unread_flag_errors``)."""
     cls = config_type(config.algo)
     if type(config) is cls or cls is TrainConfig:  # an unknown --algo: refused when the run is built
         return config
