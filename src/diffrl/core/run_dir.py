@@ -88,7 +88,7 @@ def load_run_config(run_dir: str | Path):
     path = Path(run_dir) / "config.json"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a diffrl run directory (no config.json)")
-    stored, moves = move_stored_fields(json.loads(path.read_text())["config"])
+    stored, moves = move_stored_fields(json.loads(path.read_text())["config"], RunConfig.algo)
     if moves:
         warnings.warn(f"{run_dir}: stored settings read in their new place: {', '.join(moves)}", stacklevel=2)
     # read with every section (an older run stored them all; one registered from outside diffrl may add
