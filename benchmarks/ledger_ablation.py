@@ -22,8 +22,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ledger_plan  # noqa: E402
-from ledger_report import (RESAMPLING, _wall, divergence_lines, fmt, iqm_ci, median_ci,  # noqa: E402
-                           normalised)
+from ledger_report import (RESAMPLING, divergence_lines, fmt, iqm_ci, median_ci, normalised,  # noqa: E402
+                           wall_minutes)
 
 from diffrl.maths.stats import probability_of_improvement  # noqa: E402
 
@@ -64,7 +64,7 @@ def run_lines(task: str, by_label: dict, random_return: float) -> list[str]:
         drop = best_to_final_drop(run, random_return)
         lines.append(f"| {label} | {run.seeds_text} | {fmt(median_ci(run.final), 1)} | {fmt(median_ci(n))} | "
                      f"{fmt(iqm_ci(n))} | {np.median(drop):.3f} ({drop.max():.3f}) | "
-                     f"{int((drop > COLLAPSE).sum())} of {run.num_seeds} | {_wall(run)} |")
+                     f"{int((drop > COLLAPSE).sum())} of {run.num_seeds} | {wall_minutes(run)} |")
     return lines + [""]
 
 

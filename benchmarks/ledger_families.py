@@ -30,7 +30,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ledger_plan  # noqa: E402
-from ledger_report import RESAMPLING, complete_tasks, fmt, normalised, normalised_finals, number  # noqa: E402
+from ledger_breadth import complete_tasks, normalised_finals  # noqa: E402
+from ledger_report import RESAMPLING, fmt, normalised, number  # noqa: E402
 
 from diffrl.maths.stats import stratified_bootstrap_ci  # noqa: E402
 

@@ -13,7 +13,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ledger_plan  # noqa: E402
-from ledger_report import SEED, complete_tasks, normalised_finals  # noqa: E402
+from ledger_breadth import complete_tasks, normalised_finals  # noqa: E402
+from ledger_report import SEED  # noqa: E402
 
 from diffrl.maths.stats import mean_ci_along_last_axis  # noqa: E402
 

@@ -5,20 +5,20 @@ Writes ``benchmarks/results/ledger/report/``:
 * ``status.md``: cells done / total per matrix, every stale record (its hash no longer the
   code's: left out of every table, with the settings that changed), and where matrix 1's
   wall-clock goes per algorithm (compiling, training, evaluating);
-* ``m1.md``: matrix 1 per task (median and IQM of the final return with 95 % percentile-bootstrap
-  intervals, raw and normalised as (R - R_random) / (1000 - R_random), R_random the pilot's mean
-  return of uniform random actions), the aggregate IQM of the normalised return over the tasks
-  every algorithm has finished (stratified bootstrap), the probability of improvement, and the same
-  by reward family (sparse or dense: ``ledger_families.py``);
+* ``m1.md`` (``ledger_breadth.py``): matrix 1 per task (median and IQM of the final return with 95 %
+  percentile-bootstrap intervals, raw and normalised as (R - R_random) / (1000 - R_random), R_random
+  the pilot's mean return of uniform random actions), the aggregate IQM of the normalised return over
+  the tasks every algorithm has finished (stratified bootstrap), the probability of improvement, and
+  the same by reward family (sparse or dense: ``ledger_families.py``);
 * ``m2.md`` (``ledger_ablation.py``), ``m3.md`` (``ledger_replay.py``): the depth ablation and the
-  multimodality-with-replay runs,
-  each with the runs still filling (some seeds finished: their finals, in no statistic);
+  multimodality-with-replay runs, each with the runs still filling (some seeds finished: their
+  finals, in no statistic);
 * ``expected.md``: per task, the command, the expected final return at the ledger's budget, the
   wall-clock on one and on two cores and REPPO's published final at 50M env steps
   (``reppo_published.json``);
 * figures (``ledger_figures.py``; ``--no-figures`` skips them; CI compares the tables only):
-  ``curves_<matrix>_<task>.png`` per matrix-1 and matrix-2 task and ``profile_m1.png``, the
-  performance profile.
+  ``curves_<matrix>_<task>.png`` per task of each matrix and ``profile_m1.png``, the performance
+  profile.
 
 Statistics follow Agarwal et al. 2021 ("Deep RL at the Edge of the Statistical Precipice") as
 rliable implements them: IQM over pooled runs, stratified bootstrap over runs within tasks, and
@@ -40,10 +40,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ledger_plan  # noqa: E402
-from ledger_records import ALONE_CPU_SHARE, final_returns, ran_under_load, read_records  # noqa: E402
+from ledger_records import final_returns, ran_under_load, read_records  # noqa: E402
 
-from diffrl.maths.stats import (bootstrap_ci, iqm, probability_of_improvement,  # noqa: E402
-                                stratified_bootstrap_ci)
+from diffrl.maths.stats import bootstrap_ci, iqm  # noqa: E402
 
 RESAMPLES = 2000
 SEED = 0
@@ -51,7 +50,6 @@ RESAMPLING = {"resamples": RESAMPLES, "seed": SEED}
 """Every bootstrap of the report: fixed here, not left to the library's defaults."""
 MAX_RETURN = 1000.0
 """DM Control returns lie in [0, 1000] (Tassa et al. 2018, Sec. 2)."""
-IMPROVEMENT_PAIRS = (("trudi", "reppo"), ("amdp", "reppo"), ("trudi", "ppo"), ("amdp", "ppo"), ("reppo", "ppo"))
 TABLES = ("status.md", "m1.md", "m2.md", "m3.md", "expected.md")
 NAMES = {"ppo": "PPO", "reppo": "REPPO", "trudi": "TruDi", "amdp": "AMDP"}
 
@@ -139,7 +137,8 @@ def scored(returns, task: str = "") -> np.ndarray:
     return np.where(np.isfinite(x), x, diverged_score(task))
 
 
-def _wall(run: "Run") -> str:
+def wall_minutes(run: "Run") -> str:
+    """The run's wall-clock in minutes (its cells summed), marked '(loaded)' where other work shared a core."""
     return f"{run.wall_s / 60:.0f}" + (" (loaded)" if run.loaded else "")
 
 
@@ -213,11 +212,6 @@ def normalised(values, random_return: float) -> np.ndarray:
     return (np.asarray(values, np.float64) - random_return) / (MAX_RETURN - random_return)
 
 
-def normalised_finals(runs: dict, randoms: dict, algo: str, tasks: list[str]) -> list[np.ndarray]:
-    """Per task, ``algo``'s matrix-1 run's normalised final returns (K,): the scores the aggregates resample."""
-    return [normalised(runs[("m1", algo, t, ledger_plan.M1_BUDGET)].final, randoms[t]) for t in tasks]
-
-
 # -- tables -------------------------------------------------------------------------------------
 def status_table(records, stale) -> str:
     cells = ledger_plan.plan()
@@ -254,37 +248,6 @@ def time_shares(records) -> list[str]:
     return lines
 
 
-def m1_table(runs: dict, randoms: dict) -> str:
-    lines = ["# Matrix 1: the 23 DM Control tasks, untuned presets, 204,800 env steps", "",
-             "Final evaluation (the policy's default sampler), seeds pooled over a run's cells. Median and IQM "
-             "with 95 % bootstrap intervals; normalised = (R - R_random) / (1000 - R_random). Wall-clock: the "
-             "run's cells summed, one core each; '(loaded)': other work shared a cell's core (its process had "
-             f"less than {ALONE_CPU_SHARE * 100:.0f} % of the core; older records: the machine's load average "
-             "above its cores + 1), so the time overstates the cell's cost alone.", ""]
-    tasks = [f"playground/{t}" for t in ledger_plan.M1_TASKS]
-    for task in tasks:
-        rows = [runs[k] for k in sorted(runs) if k[0] == "m1" and k[2] == task]
-        if not rows:
-            continue
-        rnd = randoms[task]
-        lines += [f"## {task.split('/')[1]}", "", f"R_random = {rnd:.1f}", "",
-                  "| algo | seeds | median | IQM | normalised median | normalised IQM | wall min (1 core) |",
-                  "|---|---|---|---|---|---|---|"]
-        for run in sorted(rows, key=lambda r: ledger_plan.M1_ALGOS.index(r.label)):
-            n = normalised(run.final, rnd)
-            lines.append(f"| {run.label} | {run.seeds_text} | {fmt(median_ci(run.final), 1)} | "
-                         f"{fmt(iqm_ci(run.final), 1)} | {fmt(median_ci(n))} | "
-                         f"{fmt(iqm_ci(n))} | {_wall(run)} |")
-        lines.append("")
-    lines += aggregate_lines(runs, randoms, tasks)
-    from ledger_families import family_lines  # it imports this module's statistics
-
-    lines += family_lines(runs, randoms, tasks)
-    lines += no_learning_lines(runs, randoms, tasks)
-    lines += divergence_lines(runs, "m1")
-    return "\n".join(lines) + "\n"
-
-
 def divergence_lines(runs: dict, matrix: str) -> list[str]:
     rows = [run for key, run in sorted(runs.items()) if key[0] == matrix and run.diverged.any()]
     lines = ["## Runs with diverged seeds", "",
@@ -311,58 +274,6 @@ def blow_up_lines(runs: dict, matrix: str) -> list[str]:
         return lines + ["None among the runs that count them.", ""]
     lines += ["| task | run | env steps |", "|---|---|---|"]
     lines += [f"| {run.task.split('/')[-1]} | {run.label} | {run.blow_ups} |" for run in rows]
-    return lines + [""]
-
-
-NO_LEARNING_GAIN = 0.05
-"""A run 'does not learn' when no seed's best evaluation after step 0 rises above both its own
-step-0 evaluation and R_random by more than this fraction of the range (1000 - R_random)."""
-
-
-def learning_gain(run: "Run", random_return: float) -> np.ndarray:
-    """(K,) per seed: the best normalised evaluation after step 0 minus the larger of the seed's
-    normalised step-0 evaluation and 0 (the random policy): how far a seed ever got above where it
-    started, in units of the random-to-maximum range."""
-    curves = normalised(run.curves, random_return)  # (E, K), row 0 the evaluation before training
-    return curves[1:].max(axis=0) - np.maximum(curves[0], 0.0)
-
-
-def no_learning_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
-    lines = ["## Runs that do not learn", "",
-             f"No seed's best evaluation after step 0 rose by more than {NO_LEARNING_GAIN} of the range above both "
-             "its step-0 evaluation and the random policy (the curves: `curves_m1_<task>.png`).", ""]
-    found = []
-    for task in tasks:
-        for run in sorted((runs[k] for k in sorted(runs) if k[0] == "m1" and k[2] == task),
-                          key=lambda r: ledger_plan.M1_ALGOS.index(r.label)):
-            gain = learning_gain(run, randoms[task])
-            if gain.max() <= NO_LEARNING_GAIN:
-                name = task.split("/")[1]
-                found.append(f"| {name} | {run.label} | {run.num_seeds} | {gain.max():.3f} | "
-                             f"[curves](curves_m1_{name}.png) |")
-    if not found:
-        return lines + ["None among the finished runs.", ""]
-    return lines + ["| task | algo | seeds | best seed's gain | curves |", "|---|---|---|---|---|"] + found + [""]
-
-
-def complete_tasks(runs: dict, tasks: list[str], algos) -> list[str]:
-    return [t for t in tasks if all(("m1", a, t, ledger_plan.M1_BUDGET) in runs for a in algos)]
-
-
-def aggregate_lines(runs: dict, randoms: dict, tasks: list[str]) -> list[str]:
-    common = complete_tasks(runs, tasks, ledger_plan.M1_ALGOS)
-    lines = ["## Aggregate over tasks", ""]
-    if not common:
-        return lines + ["No task has all four algorithms finished yet.", ""]
-    lines += [f"Over the {len(common)} tasks every algorithm has finished "
-              f"({', '.join(t.split('/')[1] for t in common)}).", "",
-              "| algo | IQM of normalised return [95 % stratified bootstrap] |", "|---|---|"]
-    scores = {a: normalised_finals(runs, randoms, a, common) for a in ledger_plan.M1_ALGOS}
-    for a in ledger_plan.M1_ALGOS:
-        lines.append(f"| {a} | {fmt(stratified_bootstrap_ci(scores[a], **RESAMPLING))} |")
-    lines += ["", "| X | Y | P(X > Y) [95 % stratified bootstrap] |", "|---|---|---|"]
-    for x, y in IMPROVEMENT_PAIRS:
-        lines.append(f"| {x} | {y} | {fmt(probability_of_improvement(scores[x], scores[y], **RESAMPLING))} |")
     return lines + [""]
 
 
@@ -409,7 +320,7 @@ def expected_table(runs: dict, published: dict | None, pilot: dict | None = None
             cmd = (f"`diffrl train --algo {algo} --env {name} --total-env-steps {ledger_plan.M1_BUDGET} "
                    f"--num-seeds 5 --num-evals 5 --eval-envs 16`")
             lines.append(f"| {task} | {algo} | {cmd} | {fmt(median_ci(run.final), 0)} | "
-                         f"{_wall(run)} | {two_core_minutes(run, pilot)} | {pub} |")
+                         f"{wall_minutes(run)} | {two_core_minutes(run, pilot)} | {pub} |")
     return "\n".join(lines) + "\n"
 
 
@@ -425,6 +336,7 @@ def render_tables(root: Path) -> tuple[dict[str, str], dict, dict]:
     if missing:
         raise ValueError(f"no random return in pilot.json for {missing}: run `ledger.py pilot --tasks ...`")
     from ledger_ablation import m2_table  # they import this module's statistics
+    from ledger_breadth import m1_table
     from ledger_replay import m3_table
 
     def filling(matrix: str) -> str:

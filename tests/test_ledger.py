@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import ledger
+import ledger_breadth
 import ledger_families
 import ledger_plan
 import ledger_report
@@ -341,13 +342,13 @@ def test_runs_that_never_rise_above_their_start_or_random_are_listed_as_not_lear
     # seed 0 starts above random (a Gaussian's zero action) and never gets 45 above its start;
     # seed 1 starts below random and ends 40 above random; seed 2 stays at random
     flat = FakeRun([[300, 50, 100], [310, 120, 100], [340, 140, 100]])
-    np.testing.assert_allclose(ledger_report.learning_gain(flat, random_return), [40 / 900, 40 / 900, 0.0])
+    np.testing.assert_allclose(ledger_breadth.learning_gain(flat, random_return), [40 / 900, 40 / 900, 0.0])
     learned = FakeRun([[300, 50, 100], [310, 120, 100], [340, 146, 100]])  # seed 1: 46 above random
-    assert ledger_report.learning_gain(learned, random_return).max() > ledger_report.NO_LEARNING_GAIN
+    assert ledger_breadth.learning_gain(learned, random_return).max() > ledger_breadth.NO_LEARNING_GAIN
     task = "playground/CartpoleSwingup"
-    lines = "\n".join(ledger_report.no_learning_lines({("m1", "reppo", task, 1): flat}, {task: random_return}, [task]))
+    lines = "\n".join(ledger_breadth.no_learning_lines({("m1", "reppo", task, 1): flat}, {task: random_return}, [task]))
     assert "| CartpoleSwingup | reppo | 3 | 0.044 | [curves](curves_m1_CartpoleSwingup.png) |" in lines
-    lines = "\n".join(ledger_report.no_learning_lines({("m1", "reppo", task, 1): learned}, {task: random_return}, [task]))
+    lines = "\n".join(ledger_breadth.no_learning_lines({("m1", "reppo", task, 1): learned}, {task: random_return}, [task]))
     assert "None among the finished runs." in lines
 
 
