@@ -1,6 +1,7 @@
 """Tests of DiffusionPolicy (diffrl.policies.diffusion): the PathwisePolicy contract on a
 small network (N = 4 steps, one hidden layer of 16), exact replay, the init-time prior behaviour
-and the trust-region KL. The chain math itself is oracle-tested in test_dis_chain.py.
+and the trust-region KL. The chain math itself is oracle-tested in test_dis_chain.py,
+test_dis_samplers.py and test_dis_action_kl.py.
 """
 import dataclasses
 import functools
@@ -11,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffrl.policies import PathwisePolicy, dis_chain, require
+from diffrl.policies import PathwisePolicy, dis_chain, dis_samplers, require
 from diffrl.policies.diffusion import DiffusionAux, DiffusionPolicy, DiffusionPolicyConfig, DiffusionTrustRegion
 
 jax.config.update("jax_platforms", "cpu")
@@ -260,7 +261,8 @@ def test_deterministic_samplers_are_the_chains_of_the_initial_noise():
         x0 = 2.5 * jax.random.normal(key, (*obs.shape[:-1], ACT))  # the only randomness: x_0
         control = lambda x, n: policy.net.apply(params["control"], x, obs, n)
         eta = policy.step_sizes(params)
-        by_hand = (dis_chain.reversal_ode(control, eta, x0), dis_chain.noise_free_chain(control, eta, 2.5, x0, 0.7))
+        by_hand = (dis_samplers.reversal_ode(control, eta, x0),
+                   dis_samplers.noise_free_chain(control, eta, 2.5, x0, 0.7))
         return sde, reversal, noise_free, jnp.tanh(by_hand[0]), jnp.tanh(by_hand[1])
 
     sde, reversal, noise_free, reversal_by_hand, noise_free_by_hand = run(jax.random.key(2))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from diffrl.maths.adjoint_matching import TRUST_REGIONS as KL_MULTIPLIERS
-from diffrl.policies.dis_chain import MIN_ACTION_KL_SAMPLES
+from diffrl.policies.dis_action_kl import MIN_ACTION_KL_SAMPLES
 from diffrl.policies.diffusion import KL_ESTIMATORS, KL_PATHS, TRUST_REGIONS
 
 

@@ -12,7 +12,7 @@ Gaussian's settings (TruDi does not read the ``gaussian`` section) and sets
 * on DM Control, a wider critic support than REPPO's [0, 150]: DIME's bound adds larger soft-reward terms.
 
 ``dime`` is TruDi's ablation with the trust region on the action marginals only. Its action-KL estimate
-(``dis_chain.moment_matched_kl``) needs K >= 6 end points per state for a finite variance; at K = 8 its
+(``dis_action_kl.moment_matched_kl``) needs K >= 6 end points per state for a finite variance; at K = 8 its
 per-state standard deviation is 0.82 x the KL of a pure mean shift. The measured per-scale changes
 (``trudi-dmc-cpu``, ``trudi-bandit``, shared by DIME) are written up in docs/learning-evidence.md.
 """

@@ -19,7 +19,8 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "diffrl.maths.normalization")),
     ("REPPO (Gaussian)", ("diffrl.algos.reppo", "diffrl.policies.gaussian")),
     ("TruDi (DIME diffusion chain, trajectory trust region) and on-policy DIME", (
-        "diffrl.policies.dis_chain", "diffrl.policies.diffusion")),
+        "diffrl.policies.dis_chain", "diffrl.policies.dis_action_kl", "diffrl.policies.dis_samplers",
+        "diffrl.policies.diffusion")),
     ("AMDP (adjoint matching) and the reverse-KL baseline", (
         "diffrl.algos.amdp", "diffrl.policies.reference_sde", "diffrl.maths.adjoint_matching",
         "diffrl.policies.adjoint")),

@@ -26,13 +26,13 @@ learned step sizes, and implements :class:`~diffrl.policies.base.PathwisePolicy`
   to the policy as a :class:`DiffusionTrustRegion`.
 * ``eval_action`` samplers (:mod:`diffrl.policies.dis_chain`, eqs. E10, E11):
   - "sde": the acting chain (E4); its end point is the policy.
-  - "reversal-ode": x_{n+1} = x_n + eta_n f / 2 (:func:`dis_chain.reversal_ode`), the
+  - "reversal-ode": x_{n+1} = x_n + eta_n f / 2 (:func:`dis_samplers.reversal_ode`), the
     probability-flow ODE the chain would have if it were the exact time reversal of its OU
     reference. A heuristic: DIME's chain (sum of eta = 0.089 sigma0^2 at the default schedule)
     is not, and at the DIME optimum for a N(0.5, 0.3^2) target its end-point variance is 4.21x
     the SDE's (closed form, N = 8). Exact only when grad log p_n = grad log p0 + f / 2 holds.
   - "noise-free": the acting chain with its noise dropped and the control scaled by c =
-    ``noise_free_coef`` (:func:`dis_chain.noise_free_chain`; the reference code's deterministic
+    ``noise_free_coef`` (:func:`dis_samplers.noise_free_chain`; the reference code's deterministic
     sampler, c = 1): at c = 1 the chain of conditional means, a mode-seeking deterministic policy
     (SDE's mean, less variance).
   No deterministic sampler built from f and eta step by step has the SDE's marginals in general:
@@ -60,7 +60,7 @@ from flax import struct
 
 from diffrl.nets.control import ControlNet
 from diffrl.nets.mlp import check_architecture
-from diffrl.policies import dis_chain
+from diffrl.policies import dis_action_kl, dis_chain, dis_samplers
 from diffrl.policies.base import Params, PathwiseSample, renamed_sampler_note
 
 KL_ESTIMATORS = ("closed_form", "sampled")
@@ -179,8 +179,8 @@ class DiffusionTrustRegion:
         if self.region == "action" and self.kl_paths == "behaviour":
             raise ValueError("the 'action' trust region draws K fresh old and new chains per state; "
                              "kl_paths='behaviour' (one stored path) applies to 'trajectory' and 'none'")
-        if self.kl_samples < 1 or (self.region == "action" and self.kl_samples < dis_chain.MIN_ACTION_KL_SAMPLES):
-            raise ValueError(f"kl_samples must be >= 1, and >= {dis_chain.MIN_ACTION_KL_SAMPLES} for the 'action' "
+        if self.kl_samples < 1 or (self.region == "action" and self.kl_samples < dis_action_kl.MIN_ACTION_KL_SAMPLES):
+            raise ValueError(f"kl_samples must be >= 1, and >= {dis_action_kl.MIN_ACTION_KL_SAMPLES} for the 'action' "
                              f"trust region (got {self.kl_samples})")
 
 
@@ -362,9 +362,9 @@ class DiffusionPolicy:
         x0 = cfg.sigma0 * noise
         control_fn, eta = self._control_fn(params, obs), self.step_sizes(params)
         if sampler == "reversal-ode":
-            x_final = dis_chain.reversal_ode(control_fn, eta, x0)
+            x_final = dis_samplers.reversal_ode(control_fn, eta, x0)
         else:
-            x_final = dis_chain.noise_free_chain(control_fn, eta, cfg.sigma0, x0, cfg.noise_free_coef)
+            x_final = dis_samplers.noise_free_chain(control_fn, eta, cfg.sigma0, x0, cfg.noise_free_coef)
         return jax.lax.stop_gradient(self._squash(x_final))
 
     def _check_sampler(self, sampler: str) -> None:
@@ -403,12 +403,12 @@ class DiffusionPolicy:
     def _action_kl(self, old_params: Params, params: Params, obs: jax.Array, key: jax.Array) -> jax.Array:
         """(...,) moment-matched KL of the action marginals, eq. (E12), estimated without bias from K
         old and K new chains per state driven by the same noise (the new ones reparameterised, so the
-        gradient flows; :func:`dis_chain.moment_matched_kl`)."""
+        gradient flows; :func:`dis_action_kl.moment_matched_kl`)."""
         cfg = self.config
         noise = self._noise(key, (self.trust_region.kl_samples, *obs.shape[:-1]))
         old = dis_chain.sample_chain(self._control_fn(old_params, obs), self.step_sizes(old_params), cfg.sigma0, noise)
         new = dis_chain.sample_chain(self._control_fn(params, obs), self.step_sizes(params), cfg.sigma0, noise)
-        return dis_chain.moment_matched_kl(jax.lax.stop_gradient(old.x_final), new.x_final)
+        return dis_action_kl.moment_matched_kl(jax.lax.stop_gradient(old.x_final), new.x_final)
 
     def _trajectory_kl(self, old_params, params, obs, key, behaviour) -> tuple[jax.Array, dict]:
         cfg, tr = self.config, self.trust_region

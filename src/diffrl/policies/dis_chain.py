@@ -3,7 +3,7 @@
 DIME (Celik et al. 2025, arXiv 2502.02316) parameterises the policy as a discretised,
 controlled, time-reversed overdamped Langevin chain ("DIS"); TruDi (Le et al. 2026,
 arXiv 2606.15260) keeps that chain inside REPPO and puts the trust region on the whole
-path. The equation labels (E1)-(E11) are this package's own (cited across diffrl). Step
+path. The equation labels (E1)-(E12) are this package's own (cited across diffrl). Step
 index n = 0..N-1 runs from the prior (n = 0) to the action (n = N); ``x`` is the
 pre-squash action, shape (..., d).
 
@@ -18,50 +18,9 @@ pre-squash action, shape (..., d).
 (E8) trajectory KL  KL(P_old || P_new) = sum_n E_{x_n ~ P_old}[KL(F_old,n(.|x_n) || F_new,n(.|x_n))]
      >= KL(pi_old(a) || pi_new(a))  (chain rule + data processing; both chains start at p0)
 (E9) Gaussian KL per dim  0.5 [log(v2/v1) + (v1 + (m1 - m2)^2) / v2 - 1]
-(E12) action KL, moment-matched: KL(pi_old(x_N) || pi_new(x_N)) has no closed form (the chain's
-     marginal density is an integral over all paths). Replaced by (E9) between the diagonal
-     Gaussians with the marginals' means and variances, estimated WITHOUT BIAS (for jointly Gaussian
-     end points; consistently otherwise) from K >= 6 old and K new end points driven by the SAME
-     noise (common random numbers: exactly 0 when the policies agree).   :func:`moment_matched_kl`
 
-Deterministic evaluation samplers (x_0 = sigma0 z drawn once, then no noise):
-
-(E10) reversal ODE  x_{n+1} = x_n + eta_n f(x_n, n) / 2                          :func:`reversal_ode`
-(E11) noise-free    x_{n+1} = x_n + eta_n (grad log p0(x_n) + c f(x_n, n))      :func:`noise_free_chain`
-
-Neither has the marginals of the chain (E4) as trained. Write p_n for the law of x_n under
-(E4) and m_n(x) = x + eta_n (grad log p0(x) + f(x, n)). A deterministic step carrying p_n to
-p_{n+1} = (m_n # p_n) * N(0, 2 eta_n I) needs p_n itself: the probability-flow construction
-applies m_n, then follows the heat flow's velocity -grad log q_t, q_t = (m_n # p_n) * N(0, 2t I),
-0 <= t <= eta_n, i.e. the scores of the chain's OWN marginals. Those depend on the controls of
-all earlier steps (closed forms exist for affine controls only; otherwise they would have to be
-estimated from many simulated chains). So no continuous step rule that uses only
-(f(., n), eta_n), as (E10), (E11) and every ODE-solver step do, carries p_n to p_{n+1} for every
-control: with affine controls, m_n(x) = a x + b and p_n (n >= 1) can be N(0, v) for any
-v >= 2 eta_{n-1}; both sides of "the rule maps N(0, v) to N(b, a^2 v + 2 eta_n)" are analytic in
-v > 0, so the identity would extend to v -> 0, where a continuous rule sends delta_0 to a point,
-not to N(b, 2 eta_n). The control gives the scores only through the time-reversal relation
-
-(R)   grad log p_n = grad log p0 + f(., n) / 2,
-
-true when (E4) is the exact time reversal of the reference (E5) run from x_N's law; under (R)
-(E10) is the chain's probability-flow ODE (derivation in :func:`reversal_ode`). DIME's objective
-is KL(P || Q) with Q(x_{0:N}) = pi(x_N) prod_n B_n(x_n | x_{n+1}) (pi the target in x); as
-KL(P || Q) = KL(p0 || q_0) + E_{p0} KL(P(. | x_0) || Q(. | x_0)), its optimum (in the
-continuous-time limit) runs Q's own forward dynamics from p0, reaching KL(p0 || q_0) > 0 unless
-q_0 = p0: f* satisfies (R) with Q's marginals q_n (the target noised by the reference) in place
-of p_n. So (E10) is Q's probability-flow ODE, which carries q_0, not p0, to pi; it is exact only
-when q_0 = p0, i.e. pi = p0 or the reference mixes over the chain, sum_n eta_n >> sigma0^2.
-DIME's schedule is far from that: N = 8, dt = 1/8, friction 1 give sum eta = 0.559 = 0.089
-sigma0^2 (sigma0 = 2.5), the reference relaxes by a factor exp(-0.089) = 0.91, and for
-pi = N(0.5, 0.3^2) q_0 is about N(0.46, 1.10) against p0 = N(0, 6.25). Closed forms for that
-target and the DIME-optimal (affine) control (tests/test_dis_chain.py): the SDE ends at
-N(0.466, 0.154), (E10) at N(0.353, 0.648), a variance ratio of 4.21 (1.63 for pi = N(0, 1),
-5.9 for N(0, 0.1^2)); not a discretisation error, as 800 uniform steps over the same total time
-give 4.29, while a chain with sum eta = 6 sigma0^2 in 6000 steps gives 0.996. (E11) with c = 1 is
-the chain of conditional means E[x_{n+1} | x_n]; for an affine control it has the SDE's mean
-exactly but drops the variance the noise adds (0.034 against 0.154 above): a mode-seeking
-deterministic policy, not a marginal-preserving one.
+The action KL's estimate (E12) is :mod:`diffrl.policies.dis_action_kl`; the deterministic evaluation
+samplers (E10), (E11) are :mod:`diffrl.policies.dis_samplers`.
 
 The control ``f`` is injected as ``control_fn(x, n) -> (..., d)`` (x: (..., d), n: int32
 scalar), so these functions run unchanged with a neural network or, in tests, with a
@@ -80,8 +39,6 @@ from flax import struct
 
 ControlFn = Callable[[jax.Array, jax.Array], jax.Array]
 SQUASHES = ("tanh", "erf")
-MIN_ACTION_KL_SAMPLES = 6
-"""K end points per state that :func:`moment_matched_kl` needs: its variance is infinite below 6."""
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -385,104 +342,3 @@ def stored_path_log_probs(
     evaluated at all N states in one call (as in :func:`stored_path_kl`). DPPO's per-step terms."""
     mean, eta_b = _stored_path_means(control_all_steps, eta, sigma0, path)
     return diag_gaussian_log_prob(path[1:], mean, step_variance(eta_b, var_floor))
-
-
-def reversal_ode(control_fn: ControlFn, eta: jax.Array, x0: jax.Array) -> jax.Array:
-    """The "reversal-ode" sampler, eq. (E10): x_{n+1} = x_n + eta_n f(x_n, n) / 2. Returns x_N.
-
-    A heuristic: the Euler discretisation of the probability-flow ODE that the chain WOULD have
-    if it were the exact time reversal of its reference (relation (R) of the module docstring),
-    which DIME's chain as trained is not. Derivation under (R): (E4) is Euler-Maruyama, with
-    increment dt_n, of dx = sigma^2 [grad log p0 + f] dt + sqrt(2 sigma^2) dW; the PF-ODE of
-    dx = b dt + g dW is dx = [b - g^2/2 grad log p_t] dt, and with (R)
-        dx = sigma^2 [grad log p0 + f - grad log p0 - f / 2] dt = sigma^2 f / 2 dt,
-    the prior-score term cancelling; sigma^2 dt_n = eta_n gives the update. Exact (up to Euler
-    error) only where (R) holds: a control built from the chain's own marginal scores, or the
-    DIME optimum of a chain whose reference mixes (sum eta >> sigma0^2). At DIME's schedule and
-    optimum its end-point variance is 1.6x (target std 1) to 5.9x (std 0.1) the SDE's (module
-    docstring; closed forms in tests/test_dis_chain.py).
-    x0: (..., d), usually sigma0 * noise; eta: (N, d).
-    """
-    steps = jnp.arange(eta.shape[0], dtype=jnp.int32)
-
-    def step(x, inputs):
-        n, eta_n = inputs
-        return x + 0.5 * eta_n * control_fn(x, n), None
-
-    x_final, _ = jax.lax.scan(step, x0, (steps, eta))
-    return x_final
-
-
-def noise_free_chain(control_fn: ControlFn, eta: jax.Array, sigma0: float, x0: jax.Array, coef: float) -> jax.Array:
-    """The "noise-free" sampler, eq. (E11): x_{n+1} = x_n + eta_n (grad log p0(x_n) + c f(x_n, n)).
-
-    The acting chain (E4) with its noise dropped and the control scaled by c = ``coef`` (the
-    DIME / TruDi reference code's deterministic sampler, shipped with c = 1). With c = 1 it is
-    the chain of conditional means; it is no probability-flow ODE of (E4): for an affine control
-    it reproduces the SDE's mean but only the variance the map gives x_0. Returns x_N.
-    """
-    steps = jnp.arange(eta.shape[0], dtype=jnp.int32)
-
-    def step(x, inputs):
-        n, eta_n = inputs
-        return x + eta_n * (prior_score(x, sigma0) + coef * control_fn(x, n)), None
-
-    x_final, _ = jax.lax.scan(step, x0, (steps, eta))
-    return x_final
-
-
-def moment_matched_kl(x_old: jax.Array, x_new: jax.Array, min_var: float = 1e-6) -> jax.Array:
-    """(E12): (K, ..., d) end points of the old and the new chain, the k-th of each driven by the
-    same noise, -> (...,) an unbiased estimate of KL(N(mu_old, v_old) || N(mu_new, v_new)) between the
-    Gaussians with the true per-dimension means and variances of the two marginals, summed over d.
-    Needs K >= 6.
-
-    Per dimension, with the true moments, KL = 0.5 [log(v_n / v_o) + r + (mu_o - mu_n)^2 / v_n - 1],
-    r = v_o / v_n. Plugging in sample moments (the estimator before this one) overestimates a pure
-    mean shift by E[1 / s_n^2] v_n = (K - 1) / (K - 3) (3x at K = 4) and has an infinite variance for
-    K <= 5 (1 / s^2 of a chi-square with K - 1 <= 4 degrees of freedom has no second moment). Here,
-    from the K pairs (common noise: s_o^2, s_n^2 and s_on the sample variances and covariance,
-    ddof 1; m_o, m_n the sample means; beta = s_on / s_n^2, the regression slope of old on new):
-
-      log(s_n^2 / s_o^2)                   unbiased for log(v_n / v_o): each s^2 is v chi2_{K-1} / (K-1),
-                                           the same offset of E log cancels;
-      r^ = (2 beta^2 + (K - 4) s_o^2 / s_n^2) / (K - 2)
-                                           unbiased for r: E[beta^2] = b^2 + v_e / ((K - 3) v_n),
-                                           E[s_o^2 / s_n^2] = b^2 + v_e (K - 1) / ((K - 3) v_n) with
-                                           v_o = b^2 v_n + v_e (regression of x_o on x_n);
-      c (m_o - m_n)^2 / s_n^2 - (r^ - 2 beta + 1) / K,  c = (K - 3) / (K - 1)
-                                           unbiased for (mu_o - mu_n)^2 / v_n: the sample means are
-                                           independent of the sample covariance, E[(m_o - m_n)^2] =
-                                           (mu_o - mu_n)^2 + Var(x_n - x_o) / K, and
-                                           Var(x_n - x_o) / v_n = r - 2 b + 1.
-
-    Unbiased whenever (x_old, x_new) is jointly Gaussian per dimension (two Gaussians; a chain whose
-    control is affine in x); consistent otherwise, for the moment-matched KL (which sees the first
-    two moments only: a change of shape that keeps them goes unseen). Its variance is finite for
-    K >= 6 (every term has at most 1 / s_n^2 to the second power: chi2_{K-1} has E[chi^-4] < inf
-    iff K - 1 > 4). Unbiased estimates can be negative (e.g. identical means and variances up to
-    sampling); 0 (up to rounding) when old and new end points coincide.
-
-    Why not an importance-sampled log density: p(x_N) = E_{B(x_{0:N-1} | x_N)}[p0 prod F / prod B]
-    with the reference B (E5) as the proposal (or the old forward kernel inverted) was tried on
-    linear-Gaussian chains with known marginals (DIME's schedule, DIME-optimal controls for two
-    nearby targets): with 64 paths per end point the estimate was still 1.3-3.5x the true action
-    KL, in three of four cases above the trajectory KL (E8) that bounds it, and below 0 for a
-    change of variance: a contracting chain's posterior over its path is far from any fixed
-    backward proposal.
-    """
-    k = x_old.shape[0]
-    if k < MIN_ACTION_KL_SAMPLES:
-        raise ValueError(f"the action KL estimate needs >= {MIN_ACTION_KL_SAMPLES} end points per state "
-                         f"(its variance is infinite below that), got {k}")
-    if x_new.shape != x_old.shape:
-        raise ValueError(f"old and new end points must have the same shape, got {x_old.shape} and {x_new.shape}")
-    m_old, m_new = jnp.mean(x_old, axis=0), jnp.mean(x_new, axis=0)
-    d_old, d_new = x_old - m_old, x_new - m_new
-    v_old = jnp.maximum(jnp.sum(d_old**2, axis=0) / (k - 1), min_var)
-    v_new = jnp.maximum(jnp.sum(d_new**2, axis=0) / (k - 1), min_var)
-    beta = jnp.sum(d_old * d_new, axis=0) / (k - 1) / v_new
-    ratio = (2.0 * beta**2 + (k - 4) * v_old / v_new) / (k - 2)
-    mean_term = (k - 3) / (k - 1) * (m_old - m_new) ** 2 / v_new - (ratio - 2.0 * beta + 1.0) / k
-    per_dim = 0.5 * (jnp.log(v_new / v_old) + ratio - 1.0 + mean_term)
-    return jnp.sum(per_dim, axis=-1)
