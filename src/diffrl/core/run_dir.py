@@ -14,11 +14,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-# bench_cost.py (changed elsewhere at the moment) still imports these from here; they are
-# diffrl.plumbing.records' own, re-exported until it imports them from there.
-from diffrl.plumbing.records import atomic_write_json, git_commit, library_versions  # noqa: F401
-from diffrl.plumbing.records import config_to_json as config_to_dict  # noqa: F401
-
 
 def default_run_dir(env: str, algo: str, root: str = "runs") -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
