@@ -112,7 +112,7 @@ def log(clock: Clock, msg: str) -> None:
 
 
 def request(plan: Plan, num_envs: int | None = None, algos=ALGOS, steps=(16,)):
-    from diffrl.commands.bench_cost import CostRequest, parse_algos
+    from diffrl.commands.bench_cost_plan import CostRequest, parse_algos
 
     return CostRequest(env=plan.env, algos=parse_algos(",".join(algos)), diffusion_steps=tuple(steps),
                        num_envs=num_envs or plan.num_envs, num_steps=plan.num_steps, preset=plan.preset,
@@ -123,7 +123,7 @@ def request(plan: Plan, num_envs: int | None = None, algos=ALGOS, steps=(16,)):
 def config_for(plan: Plan, algo: str, n: int | None, num_envs: int | None = None):
     """The contender's resolved config exactly as bench cost builds it (one iteration long);
     ``n`` None on a diffusion algorithm keeps its preset's number of steps."""
-    from diffrl.commands.bench_cost import contender_config, steps_section
+    from diffrl.commands.bench_cost_plan import contender_config, steps_section
     from diffrl.config.presets import resolve
 
     section = steps_section(algo)
@@ -239,7 +239,7 @@ def sps_projected_s(row: dict | None, scale: float, plan: Plan) -> float | None:
 def part_sps(plan: Plan, clock: Clock, part: dict, save, cost: dict | None) -> None:
     import sps
 
-    from diffrl.commands.bench_cost import steps_section
+    from diffrl.commands.bench_cost_plan import steps_section
     from diffrl.commands.bench_cost_report import groups
 
     by_n = groups(cost["record"]) if cost and cost.get("record") else {}
@@ -370,9 +370,9 @@ def preflight(clock: Clock) -> dict:
 
 # -- record and report -----------------------------------------------------------------------------
 def _error(e: BaseException) -> str:
-    from diffrl.commands.bench_cost import _error_text
+    from diffrl.commands.bench_cost import error_text
 
-    return _error_text(e)
+    return error_text(e)
 
 
 def _f(x, spec: str, missing: str = "-") -> str:
