@@ -116,7 +116,8 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
     """Train ``cell`` (continuing its scratch run directory's last checkpoint if there is one) and
     write its record; None if it was interrupted (checkpointed; nothing that looks finished)."""
     from diffrl.plumbing.records import atomic_write_json, library_versions, machine_record, git_commit
-    from diffrl.core.trainer import NonFiniteError, Trainer
+    from diffrl.core.nonfinite import NonFiniteError
+    from diffrl.core.trainer import Trainer
     from diffrl.artefacts.plotting import read_metrics
     from suite import continue_or_restart
 

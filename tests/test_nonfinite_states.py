@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffrl.core.trainer import first_nonfinite
+from diffrl.core.nonfinite import first_nonfinite
 from diffrl.envs.base import EnvSpec, EnvState
 
 

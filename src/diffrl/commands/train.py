@@ -90,7 +90,7 @@ def _train_resume(argv: list[str]) -> int:
     if problem:
         print(f"diffrl train: {problem}", file=sys.stderr)
         return 2
-    from diffrl.core.trainer import resume_progress
+    from diffrl.core.run_dir import resume_progress
 
     progress = resume_progress(config)
     if progress is not None and progress[0] >= progress[1]:
@@ -144,7 +144,8 @@ def run_training(config, move_aside: bool = False) -> int:
     from diffrl.core.run_dir import RunDirInUse, refuse_existing_run
     from diffrl.core.run_lock import RunDirLocked
     from diffrl.core.signals import exit_status
-    from diffrl.core.trainer import NonFiniteError, Trainer
+    from diffrl.core.nonfinite import NonFiniteError
+    from diffrl.core.trainer import Trainer
 
     try:
         if config.out and not config.resume:  # before anything is built or compiled

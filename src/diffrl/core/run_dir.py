@@ -1,4 +1,5 @@
-"""Run directories: where a run is written, refusing to start inside another, and its config read back.
+"""Run directories: where a run is written, refusing to start inside another, its config read back, and
+how far a run to be resumed has trained.
 
 What a run directory holds (``config.json``'s run record and the codecs it is written with) is
 :mod:`diffrl.plumbing.records`, a ground-floor module; this one knows the run config and the algorithms,
@@ -12,7 +13,10 @@ import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diffrl.config import RunConfig
 
 
 def default_run_dir(env: str, algo: str, root: str = "runs") -> Path:
@@ -110,3 +114,31 @@ def resume_config(run_dir: str | Path, **overrides: Any):
     config = dataclasses.replace(config, chunk_iterations=config.iterations_per_chunk,
                                  resume=str(run_dir), out=str(run_dir))
     return dataclasses.replace(config, **overrides) if overrides else config
+
+
+def resume_progress(config: RunConfig) -> tuple[int, int] | None:
+    """(env steps the latest valid checkpoint of ``config.resume`` holds, env steps ``config``
+    trains), per seed; None when the run directory has no valid checkpoint."""
+    from diffrl.plumbing.checkpoint import latest_valid_checkpoint, read_metadata
+
+    path = latest_valid_checkpoint(config.resume)
+    if path is None:
+        return None
+    meta = read_metadata(path)
+    done = int(meta.get("chunk", 0)) * int(meta.get("chunk_iterations") or config.iterations_per_chunk) \
+        * config.batch_size
+    return done, config.trained_env_steps
+
+
+def completed_summary(config: RunConfig) -> dict | None:
+    """The stored summary of a resumed run that has already trained every step ``config`` asks
+    for (a scheduler's requeue of a finished run), else None: such a resume compiles nothing and
+    rewrites nothing."""
+    progress = resume_progress(config)
+    if progress is None or progress[0] < progress[1]:
+        return None
+    try:
+        summary = json.loads((Path(config.resume) / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = {}
+    return {**summary, "complete": True, "env_steps": progress[0]}

@@ -27,7 +27,8 @@ from diffrl.config import RunConfig, as_run_config
 from diffrl.core.loggers import JsonlLogger, MultiLogger, TensorBoardLogger, WandbLogger
 from diffrl.core.loop import TrainState
 from diffrl.core.run import Run, build_run, seed_keys
-from diffrl.core.run_dir import default_run_dir, refuse_existing_run
+from diffrl.core.nonfinite import NonFiniteError, first_nonfinite
+from diffrl.core.run_dir import completed_summary, default_run_dir, refuse_existing_run
 from diffrl.core.run_lock import RunDirLock
 from diffrl.core.stepping import replicated
 from diffrl.plumbing.records import atomic_write_json, segments_summary, write_run_record
@@ -48,37 +49,6 @@ class _Silent:
         pass
 
 
-class NonFiniteError(FloatingPointError):
-    """Training produced NaN/inf; the message says where and when."""
-
-
-NONFINITE_CAUSE_ORDER = ("observations", "rewards", "losses", "parameters")
-"""The ``nonfinite/*`` flags in the order NaN/inf flows through an iteration: when several are raised in the
-same iteration, the message names the earliest (a NaN reward makes every loss NaN, not the reverse)."""
-
-
-def first_nonfinite(metrics: dict, iteration0: int) -> str | None:
-    """metrics: (seeds, iters) arrays. Describe the first non-finite event, if any: the earliest
-    iteration, then the lowest seed, then the earliest cause in :data:`NONFINITE_CAUSE_ORDER`."""
-    flags = {k.split("/", 1)[1]: np.asarray(v) for k, v in metrics.items() if k.startswith("nonfinite/")}
-    events = []
-    for where, f in flags.items():
-        hits = np.argwhere(f > 0)
-        if len(hits):
-            seed, it = hits[np.argmin(hits[:, 1])]
-            order = NONFINITE_CAUSE_ORDER
-            rank = order.index(where) if where in order else len(order)
-            events.append((int(it), int(seed), rank, where))
-    if not events:
-        return None
-    it, seed, _, where = min(events)
-    bad_losses = [k for k, v in metrics.items()
-                  if not k.startswith("nonfinite/") and not np.all(np.isfinite(np.asarray(v)[seed, it]))]
-    detail = f" (non-finite metrics: {', '.join(bad_losses)})" if bad_losses else ""
-    return (f"non-finite {where} at iteration {iteration0 + it + 1}, seed {seed}{detail}; "
-            f"stopping so that nothing is trained on NaN/inf")
-
-
 def as_os_error(error: Exception, path) -> Exception:
     """An I/O failure that a library reported as another exception type (orbax, tensorstore:
     ``ValueError``/``RuntimeError`` whose text carries the system's message) as the
@@ -90,34 +60,6 @@ def as_os_error(error: Exception, path) -> Exception:
         if os.strerror(code) in text:
             return OSError(code, os.strerror(code), str(path))
     return error
-
-
-def resume_progress(config: RunConfig) -> tuple[int, int] | None:
-    """(env steps the latest valid checkpoint of ``config.resume`` holds, env steps ``config``
-    trains), per seed; None when the run directory has no valid checkpoint."""
-    from diffrl.plumbing.checkpoint import latest_valid_checkpoint, read_metadata
-
-    path = latest_valid_checkpoint(config.resume)
-    if path is None:
-        return None
-    meta = read_metadata(path)
-    done = int(meta.get("chunk", 0)) * int(meta.get("chunk_iterations") or config.iterations_per_chunk) \
-        * config.batch_size
-    return done, config.trained_env_steps
-
-
-def completed_summary(config: RunConfig) -> dict | None:
-    """The stored summary of a resumed run that has already trained every step ``config`` asks
-    for (a scheduler's requeue of a finished run), else None: such a resume compiles nothing and
-    rewrites nothing."""
-    progress = resume_progress(config)
-    if progress is None or progress[0] < progress[1]:
-        return None
-    try:
-        summary = json.loads((Path(config.resume) / "summary.json").read_text())
-    except (OSError, ValueError):
-        summary = {}
-    return {**summary, "complete": True, "env_steps": progress[0]}
 
 
 class Trainer:
