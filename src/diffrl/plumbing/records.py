@@ -261,15 +261,28 @@ def library_versions() -> dict[str, str]:
             **package_versions(RECORDED_PACKAGES)}
 
 
-def cpu_model() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo), else what the platform module knows."""
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def first_processor(cpuinfo: Path = CPUINFO) -> dict[str, str]:
+    """The fields of the first processor's block of ``cpuinfo`` (Linux's /proc/cpuinfo); {} where it
+    cannot be read. Every core of a machine reports the same model and extensions."""
+    fields: dict[str, str] = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if not key and fields:  # a blank line ends the first block
+                break
+            fields.setdefault(key, value.strip())
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return {}
+    return fields
+
+
+def cpu_model(cpuinfo: Path = CPUINFO) -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what the platform module knows."""
+    return first_processor(cpuinfo).get("model name") or platform.processor() or platform.machine()
 
 
 SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
@@ -278,19 +291,12 @@ SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "av
 differ in them run differently compiled programs, whose float rounding differs."""
 
 
-def cpu_identity(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+def cpu_identity(cpuinfo: Path = CPUINFO) -> dict[str, Any]:
     """The CPU's vendor, family and model numbers and its SIMD extensions (Linux: /proc/cpuinfo; {}
     elsewhere). The model name alone can hide them (a virtual machine may report just "AMD EPYC",
     for Zen 2 without AVX-512 and Zen 4 with it alike)."""
-    fields: dict[str, str] = {}
-    try:
-        for line in cpuinfo.read_text().splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if not key and fields:  # the first processor's block is enough
-                break
-            fields.setdefault(key, value.strip())
-    except OSError:
+    fields = first_processor(cpuinfo)
+    if not fields:
         return {}
     flags = set((fields.get("flags") or fields.get("Features") or "").split())
     identity = {name: fields[key] for name, key in (("vendor", "vendor_id"), ("family", "cpu family"),
