@@ -188,11 +188,11 @@ def incomplete_runs(records: list[dict]) -> dict[tuple, tuple[Run, int]]:
             if {r["cell"] for r in rs} != planned[g]}
 
 
-def filling_lines(records: list[dict], matrix: str) -> list[str]:
-    """'Runs still filling': ``matrix``'s groups with some but not all of their cells recorded, with the
-    final return of each seed finished so far (in no statistic until the group is complete)."""
+def filling_lines(incomplete: dict[tuple, tuple[Run, int]], matrix: str) -> list[str]:
+    """'Runs still filling': ``matrix``'s groups of ``incomplete`` (:func:`incomplete_runs`), with the final
+    return of each seed finished so far (in no statistic until the group is complete)."""
     rows = []
-    for group, (run, total) in incomplete_runs(records).items():
+    for group, (run, total) in incomplete.items():
         if group[0] != matrix:
             continue
         seeds = [s for r in run.records for s in range(r["base_seed"], r["base_seed"] + r["num_seeds"])]
@@ -324,14 +324,15 @@ def expected_table(runs: dict, published: dict | None, pilot: dict | None = None
     return "\n".join(lines) + "\n"
 
 
-def render_tables(root: Path) -> tuple[dict[str, str], dict, dict]:
-    """({table file: markdown}, runs, random returns) from the records under ``root``."""
+def render_tables(root: Path) -> tuple[dict[str, str], dict, dict, dict]:
+    """({table file: markdown}, runs, random returns, runs still filling (:func:`incomplete_runs`)) from
+    the records under ``root``."""
     records, stale = current_records(root)
     pilot = json.loads((root / "pilot.json").read_text()) if (root / "pilot.json").exists() else {}
     randoms = pilot.get("random_returns", {})
     published = root / "reppo_published.json"
     published = json.loads(published.read_text()) if published.exists() else None
-    runs = group_runs(records)
+    runs, incomplete = group_runs(records), incomplete_runs(records)
     missing = sorted({r.task for r in runs.values() if r.matrix in ("m1", "m2") and r.task not in randoms})
     if missing:
         raise ValueError(f"no random return in pilot.json for {missing}: run `ledger.py pilot --tasks ...`")
@@ -340,19 +341,19 @@ def render_tables(root: Path) -> tuple[dict[str, str], dict, dict]:
     from ledger_replay import m3_table
 
     def filling(matrix: str) -> str:
-        lines = filling_lines(records, matrix)
+        lines = filling_lines(incomplete, matrix)
         return "\n".join(lines) + "\n" if lines else ""
 
     return {"status.md": status_table(records, stale), "m1.md": m1_table(runs, randoms),
             "m2.md": m2_table(runs, randoms) + filling("m2"), "m3.md": m3_table(runs) + filling("m3"),
-            "expected.md": expected_table(runs, published, pilot)}, runs, randoms
+            "expected.md": expected_table(runs, published, pilot)}, runs, randoms, incomplete
 
 
 def render(root: Path, with_figures: bool = True) -> list[Path]:
     """Write the report's tables (and figures) under ``root/report``."""
     out = root / "report"
     out.mkdir(parents=True, exist_ok=True)
-    tables, runs, randoms = render_tables(root)
+    tables, runs, randoms, incomplete = render_tables(root)
     written = []
     for name, text in tables.items():
         (out / name).write_text(text)
@@ -360,13 +361,13 @@ def render(root: Path, with_figures: bool = True) -> list[Path]:
     if with_figures:
         from ledger_figures import draw_figures
 
-        written += draw_figures(runs, randoms, out, incomplete_runs(current_records(root)[0]))
+        written += draw_figures(runs, randoms, out, incomplete)
     return written
 
 
 def check(root: Path) -> int:
     """0 if every record is valid and the committed tables equal a fresh rendering; else 1."""
-    tables, _, _ = render_tables(root)
+    tables = render_tables(root)[0]
     bad = 0
     for name, text in tables.items():
         path = root / "report" / name

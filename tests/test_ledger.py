@@ -310,7 +310,7 @@ def test_report_renders_from_records_and_check_catches_a_stale_table(monkeypatch
     record["config"]["reppo.kl_bound"] = 123.0
     record["config_hash"] = settings_hash(record["config"])
     path.write_text(json.dumps(record))
-    tables, _, _ = ledger_report.render_tables(root)
+    tables = ledger_report.render_tables(root)[0]
     assert "reppo.kl_bound" in tables["status.md"] and "Over the 1 tasks" in tables["m1.md"]
 
 

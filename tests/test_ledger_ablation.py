@@ -64,15 +64,16 @@ def test_each_bound_is_compared_with_its_ablation_per_task_and_over_the_tasks():
 def test_runs_still_filling_list_each_finished_seed_and_stay_out_of_the_tables():
     records = [_record("reppo", [[0.0], [853.5]], base_seed=0), _record("reppo", [[0.0], [700.04]], base_seed=2)]
     records += [_record("amdp", [[0.0], [v]], base_seed=s) for s, v in enumerate([500, 600, 700, 800, 900])]
-    lines = ledger_report.filling_lines(records, "m2")
+    incomplete = ledger_report.incomplete_runs(records)
+    lines = ledger_report.filling_lines(incomplete, "m2")
     assert "| CartpoleSwingup | reppo | 1,024,000 | 2 of 5 | 0: 853.5, 2: 700.0 |" in lines
     assert not any("| amdp |" in line for line in lines)  # complete: in the tables instead
-    assert ledger_report.filling_lines(records, "m3") == []
+    assert ledger_report.filling_lines(incomplete, "m3") == []
     runs = ledger_report.group_runs(records)
     assert list(runs) == [("m2", "amdp", TASK, 1_024_000)]
     assert runs[("m2", "amdp", TASK, 1_024_000)].final.tolist() == [500, 600, 700, 800, 900]
-    (incomplete, planned), = ledger_report.incomplete_runs(records).values()
-    assert planned == 5 and incomplete.num_seeds == 2
+    (partial, planned), = incomplete.values()
+    assert planned == 5 and partial.num_seeds == 2
 
 
 @pytest.mark.parametrize("label", [label for label, _, _ in ledger_plan.M2_RUNS])
