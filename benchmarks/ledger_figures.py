@@ -21,8 +21,8 @@ from diffrl.maths.stats import mean_ci_along_last_axis  # noqa: E402
 
 def draw_figures(runs: dict, randoms: dict, out: Path, filling: dict | None = None) -> list[Path]:
     """Write ``curves_<matrix>_<task>.png`` (every run's mean return over seeds with its 95 %
-    bootstrap band; dashed, a matrix-2 run of ``filling``, {group: (Run, seeds planned)}, with the seeds
-    finished so far) per matrix-1 and matrix-2 task, ``curves_m3_<task>.png`` per matrix-3 task (its return
+    bootstrap band; dashed, a run of ``filling``, {group: (Run, seeds planned)}, with the seeds finished
+    so far) per matrix-1 and matrix-2 task, ``curves_m3_<task>.png`` per matrix-3 task (its return
     and the fraction of episodes reaching a goal, every budget's runs), and ``profile_m1.png`` (the fraction of runs
     whose normalised return exceeds tau, over the tasks every algorithm has finished; Agarwal et
     al. 2021, Sec. 4.1); returns the paths written."""
@@ -35,16 +35,14 @@ def draw_figures(runs: dict, randoms: dict, out: Path, filling: dict | None = No
     for matrix, tasks in (("m1", [f"playground/{t}" for t in ledger_plan.M1_TASKS]),
                           ("m2", [f"playground/{t}" for t in ledger_plan.M2_TASKS])):
         for task in tasks:
-            rows = [(runs[k], None) for k in sorted(runs) if k[0] == matrix and k[2] == task]
-            if matrix == "m2":
-                rows += [v for k, v in sorted((filling or {}).items()) if k[0] == matrix and k[2] == task]
+            rows = _rows(runs, filling, matrix, task)
             if not rows:
                 continue
             fig, ax = plt.subplots(figsize=(5, 3.4))
             for run, planned in rows:
                 mean, lo, hi = mean_ci_along_last_axis(run.curves, seed=SEED)
-                seeds = f"{run.num_seeds}" if planned is None else f"{run.num_seeds} of {planned}"
-                ax.plot(run.env_steps, mean, "-" if planned is None else "--", label=f"{run.label} ({seeds})")
+                style, seeds = _style(run, planned)
+                ax.plot(run.env_steps, mean, style, label=f"{run.label} ({seeds})")
                 ax.fill_between(run.env_steps, lo, hi, alpha=0.2)
             ax.set(title=f"{task.split('/')[1]} ({matrix})", xlabel="env steps per seed", ylabel="return")
             ax.legend(fontsize=7)
@@ -54,8 +52,7 @@ def draw_figures(runs: dict, randoms: dict, out: Path, filling: dict | None = No
             plt.close(fig)
             paths.append(path)
     for task in ledger_plan.M3_TASKS:
-        rows = [(runs[k], None) for k in sorted(runs) if k[0] == "m3" and k[2] == task]
-        rows += [v for k, v in sorted((filling or {}).items()) if k[0] == "m3" and k[2] == task]
+        rows = _rows(runs, filling, "m3", task)
         if rows:
             paths.append(_m3_figure(plt, task, rows, out))
     tasks = complete_tasks(runs, [f"playground/{t}" for t in ledger_plan.M1_TASKS], ledger_plan.M1_ALGOS)
@@ -77,13 +74,23 @@ def draw_figures(runs: dict, randoms: dict, out: Path, filling: dict | None = No
     return paths
 
 
+def _rows(runs: dict, filling: dict | None, matrix: str, task: str) -> list[tuple]:
+    """[(Run, None)] of ``matrix``'s finished runs on ``task``, then [(Run, seeds planned)] of those still filling."""
+    rows = [(runs[k], None) for k in sorted(runs) if k[0] == matrix and k[2] == task]
+    return rows + [v for k, v in sorted((filling or {}).items()) if k[0] == matrix and k[2] == task]
+
+
+def _style(run, planned: int | None) -> tuple[str, str]:
+    """(line style, seeds in the legend): solid and 'K' for a finished run, dashed and 'k of K' for one filling."""
+    return ("-", f"{run.num_seeds}") if planned is None else ("--", f"{run.num_seeds} of {planned}")
+
+
 def _m3_figure(plt, task: str, rows: list, out: Path) -> Path:
     """``curves_m3_<task>.png``: per run and budget, the mean return and the mean fraction of episodes that
     reach a goal over seeds (95 % bootstrap bands), dashed for a run still filling."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     for run, planned in rows:
-        seeds = f"{run.num_seeds}" if planned is None else f"{run.num_seeds} of {planned}"
-        style = "-" if planned is None else "--"
+        style, seeds = _style(run, planned)
         for ax, values in zip(axes, (run.curves, run.series("mode_reached"))):
             if values is None:
                 continue

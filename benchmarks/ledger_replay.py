@@ -36,6 +36,17 @@ def _median_of_reached(values) -> str:
     return "n/a" if not np.isfinite(v).any() else number(np.median(v[np.isfinite(v)]), 2)
 
 
+def goal_series(run) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(behaviour entropy with NaN where the seed reached no goal, fraction of episodes reaching a goal),
+    each (E, K) over the run's evaluations; None where the records do not hold the series."""
+    from diffrl.core.evaluate import entropy_where_reached  # imports JAX: only where matrix 3 is rendered
+
+    ent, reach = run.series("behaviour_entropy"), run.series("mode_reached")
+    if ent is not None and reach is not None:
+        ent = entropy_where_reached(ent, reach)
+    return ent, reach
+
+
 def on_policy_rows(task: str, grid: Path = ON_POLICY_GRID) -> list[str]:
     """m3 table rows of the on-policy runs of ``task`` (each algorithm's default sampler) from ``grid``."""
     rows = []
@@ -52,8 +63,6 @@ def on_policy_rows(task: str, grid: Path = ON_POLICY_GRID) -> list[str]:
 
 
 def m3_table(runs: dict, grid: Path = ON_POLICY_GRID) -> str:
-    from diffrl.core.evaluate import entropy_where_reached  # imports JAX: only where matrix 3 is rendered
-
     lines = ["# Matrix 3: multimodal sequential tasks with replay", "",
              "Final evaluation (default sampler): return, behaviour entropy (of the histogram of the goals reached, "
              "normalised to [0, 1]; 'n/a' for a seed that reached none) and the fraction of episodes that reach a "
@@ -69,9 +78,7 @@ def m3_table(runs: dict, grid: Path = ON_POLICY_GRID) -> str:
                 continue
             lines += [f"## {task}, {budget:,} env steps", ""] + header
             for run in rows:
-                ent, reach = run.series("behaviour_entropy"), run.series("mode_reached")
-                if ent is not None and reach is not None:
-                    ent = entropy_where_reached(ent, reach)
+                ent, reach = goal_series(run)
                 e = "n/a" if ent is None else f"{_median_of_reached(ent[-1])} ({_per_seed(ent[-1])})"
                 m = "n/a" if reach is None else _per_seed(reach[-1])
                 lines.append(f"| {run.label} ({run.seeds_text} seeds) | {fmt(median_ci(run.final), 2)} "
@@ -94,8 +101,6 @@ def commitment_lines(rows: list) -> list[str]:
     """Per run and seed: the highest behaviour entropy of any evaluation after step 0 (did the seed ever
     spread over several goals once trained?) and the env steps of its first evaluation reaching a goal in
     at least ``COMMITTED`` of its episodes."""
-    from diffrl.core.evaluate import entropy_where_reached
-
     lines = ["## When each seed committed", "",
              "Per seed: the highest behaviour entropy of any evaluation after step 0 ('n/a': it never reached a goal "
              f"after step 0), and the env steps of its first evaluation in which at least {COMMITTED:.0%} of the "
@@ -104,13 +109,11 @@ def commitment_lines(rows: list) -> list[str]:
              "(per seed) |", "|---|---|---|---|---|"]
     found = False
     for run in rows:
-        ent, reach = run.series("behaviour_entropy"), run.series("mode_reached")
+        ent, reach = goal_series(run)
         if ent is None or reach is None:
             continue
         found = True
-        ent = entropy_where_reached(ent, reach)[1:]  # (E - 1, K)
-        highest = np.where(np.isfinite(ent).any(axis=0), np.nanmax(np.where(np.isfinite(ent), ent, -np.inf), axis=0),
-                           np.nan)
+        highest = np.fmax.reduce(ent[1:], axis=0)  # NaN only for a seed that reached no goal after step 0
         hit = np.asarray(reach, np.float64) >= COMMITTED
         first = ["never" if not hit[:, k].any() else f"{int(run.env_steps[np.argmax(hit[:, k])]):,}"
                  for k in range(hit.shape[1])]
