@@ -37,7 +37,7 @@ def cmd_train(argv: list[str]) -> int:
     argv = flag_values(argv)
     move_aside = "--move-aside" in argv
     argv = [a for a in argv if a != "--move-aside"]
-    if "--resume" in argv or any(a.startswith("--resume=") for a in argv):
+    if resuming:
         if move_aside:
             print("diffrl train: --move-aside starts a new run; it cannot go with --resume", file=sys.stderr)
             return 2
