@@ -31,11 +31,9 @@ Each tier writes ``<tier>.json`` after every cell and ``<tier>.md`` (the tables)
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import json
 import os
-import subprocess
 import sys
 import time
 from functools import partial
@@ -45,14 +43,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from matmul_peak import MATMUL_PROBES, matmul_peak, matmul_peak_on  # noqa: E402
+from paper_cost_model import GPUS, HOST_SPECS, LAUNCH_S, MANISKILL  # noqa: E402
+from paper_cost_report import markdown  # noqa: E402
+
 DMC = "playground/CheetahRun"
 HUMANOID = "playground/G1JoystickFlatTerrain"
-MANISKILL = "maniskill/PushCube-v1"
-HOST_SPECS = {
-    # host environments (stepped outside JAX): the sizes the learner sees (tests/test_maniskill.py); only
-    # the update and the acting step compile, the simulator is not an XLA program
-    MANISKILL: {"obs_size": 35, "action_size": 8, "episode_length": 50},
-}
 REPPO_FAMILY = ("reppo", "trudi", "dime", "amdp", "amdp-backprop")
 PPO_FAMILY = ("ppo", "spo", "fpo", "fpo++", "dppo")
 OFF_POLICY = ("sac", "dime-off", "amdp-off")
@@ -72,20 +68,6 @@ TIERS = {
     # CI: one small preset, two iterations timed
     "test": [("reppo", "reppo-gymnax", "gymnax/Pendulum-v1")],
 }
-
-GPUS = {
-    # published dense peaks (no sparsity); the programs run in fp32
-    "H100 SXM": {"tf32_flops": 494e12, "fp32_flops": 67e12, "bandwidth": 3.35e12, "memory_bytes": 80e9},
-    "H200": {"tf32_flops": 494e12, "fp32_flops": 67e12, "bandwidth": 4.8e12, "memory_bytes": 141e9},
-}
-LAUNCH_S = 5e-6
-"""Assumed cost of one kernel launch on a GPU (launch plus gap between back-to-back small kernels)."""
-
-PAPER_HOURS = {
-    # arXiv 2606.15260 (TruDi), humanoid tasks, 50M steps: hours per run as reported
-    ("trudi", "humanoid-small"): 1.95, ("reppo", "humanoid-small"): 1.07,
-}
-
 
 def _log(msg: str) -> None:
     print(f"[paper_cost {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -255,316 +237,6 @@ def time_iteration(comps, iteration, repeats: int) -> dict:
             "min_s": float(np.min(wall)), "median_cpu_s": float(np.median(cpu)), "min_cpu_s": float(np.min(cpu))}
 
 
-LEARNER_SHAPES = ((64, 256, 256), (64, 128, 128), (2048, 512, 512))
-"""(m, k, n) matmuls shaped like the CPU presets' minibatch layers (64 samples; 256 and 128 wide) and a
-paper preset's (2048 x 512)."""
-
-
-def matmul_peak(sizes=(512, 1024, 2048), repeats: int = 5, shapes=LEARNER_SHAPES) -> dict:
-    """This process's best fp32 matmul rate (jnp.dot of n x n matrices, the same XLA CPU backend), and
-    the rate of chains of smaller (m x k) @ (k x n) matmuls (a scan of 200, one call)."""
-    import jax
-    import jax.numpy as jnp
-
-    out = {"affinity": sorted(os.sched_getaffinity(0)), "sizes": {}, "cpu_sizes": {}, "shapes": {},
-           "cpu_shapes": {}}
-    for m, k, n in shapes:
-        x = jax.random.normal(jax.random.PRNGKey(0), (m, k), jnp.float32)
-        w = jax.random.normal(jax.random.PRNGKey(1), (200, k, n), jnp.float32) / np.sqrt(k)
-
-        def chain(x, w):
-            return jax.lax.scan(lambda h, wi: (jnp.tanh(h[:, :k] @ wi), None), x, w)[0] if k == n else \
-                jax.lax.scan(lambda h, wi: (h, h @ wi), x, w)[1]
-        f = jax.jit(chain)
-        jax.block_until_ready(f(x, w))
-        runs = [_timed(lambda: jax.block_until_ready(f(x, w))) for _ in range(repeats)]
-        flops = 2 * m * k * n * 200
-        out["shapes"][f"{m}x{k}x{n}"] = flops / min(r[0] for r in runs)
-        out["cpu_shapes"][f"{m}x{k}x{n}"] = flops / min(r[1] for r in runs)
-    for n in sizes:
-        a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
-        b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
-        f = jax.jit(jnp.dot)
-        jax.block_until_ready(f(a, b))
-        runs = [_timed(lambda: jax.block_until_ready(f(a, b))) for _ in range(repeats)]
-        out["sizes"][str(n)] = 2 * n ** 3 / min(w for w, _ in runs)
-        out["cpu_sizes"][str(n)] = 2 * n ** 3 / min(c for _, c in runs)
-    for mib in (1, 64):  # streaming a * 2 + b: one read of a and b and one write per element (cache, DRAM)
-        count = mib * 2 ** 20 // 4
-        a = jnp.ones((count,), jnp.float32)
-        b = jnp.ones((count,), jnp.float32)
-        g = jax.jit(lambda a, b: jax.lax.fori_loop(0, 20, lambda i, c: c * 0.5 + b, a))
-        jax.block_until_ready(g(a, b))
-        runs = [_timed(lambda: jax.block_until_ready(g(a, b))) for _ in range(repeats)]
-        out.setdefault("stream_cpu_bytes_s", {})[f"{mib} MiB"] = 20 * 3 * 4 * count / min(r[1] for r in runs)
-    out["peak_flops"] = max(out["sizes"].values())
-    out["peak_flops_per_cpu_s"] = max(out["cpu_sizes"].values())
-    return out
-
-
-MATMUL_PROBES = {"test": {"sizes": (256,), "repeats": 2, "shapes": ((64, 128, 128),)}}
-"""Tiers that probe the machine with smaller matmuls than :func:`matmul_peak`'s defaults: the ``test``
-tier rehearses the command (its record, table and derived figures), and the full probe, run before
-and after the cells, is about 25 s of one core each time."""
-
-
-def _timed(fn) -> tuple[float, float]:
-    """(wall, CPU) seconds of one call."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - t0, time.process_time() - c0
-
-
-def matmul_peak_on(cores: str) -> dict | None:
-    """:func:`matmul_peak` in a child process pinned to ``cores`` (e.g. ``0,1``), niced."""
-    cmd = ["taskset", "-c", cores, "nice", "-n", "10", sys.executable, __file__, "--matmul-only"]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
-        return json.loads(out.strip().splitlines()[-1])
-    except Exception as e:
-        return {"error": f"{type(e).__name__}: {e}"}
-
-
-# -- derived quantities ---------------------------------------------------------------------------------
-
-def roofline_s(flops: float, bytes_: float, gpu: dict, tensor: bool = True) -> float:
-    return max(flops / (gpu["tf32_flops"] if tensor else gpu["fp32_flops"]), bytes_ / gpu["bandwidth"])
-
-
-def _c(program: dict | None, key: str) -> float | None:
-    return None if program is None else program["corrected"][key]
-
-
-def simulator_per_env_step(rows: list[dict]) -> dict[str, dict]:
-    """Per environment: what an iteration costs beyond the update and the acting, per env step (the
-    simulator, the normalisers, the bookkeeping; kernels per rollout step), from the first cell that
-    compiled all three."""
-    out = {}
-    for r in rows:
-        if r.get("status") == "ok" and r["env"] not in out and all(p in r for p in ("iteration", "update", "act")):
-            it, up, act, n = r["iteration"], r["update"], r["act"], r["num_steps"]
-            batch = r["env_steps_per_iteration"]
-            out[r["env"]] = {
-                "from": r["preset"],
-                "corrected": {k: (it["corrected"][k] - up["corrected"][k] - n * act["corrected"][k]) / batch
-                              for k in xla_keys()},
-                "xla": {k: (it["xla"][k] - up["xla"][k] - n * act["xla"][k]) / batch for k in xla_keys()},
-                "kernels_per_step": (it["kernels_executed"] - up["kernels_executed"]
-                                     - n * act["kernels_executed"]) / n,
-                "unknown_trip_loops": it["unknown_trip_loops"]}
-    return out
-
-
-def xla_keys():
-    from xla_cost import KEYS
-
-    return KEYS
-
-
-def iteration_of(row: dict, simulator: dict | None) -> dict | None:
-    """The compiled iteration, else one composed as update + num_steps x act + simulator x batch (the
-    simulator's cost per env step taken from another cell on the same env; its kernels per rollout
-    step scale with the steps, not the envs); None if neither is possible."""
-    if "iteration" in row:
-        return row["iteration"]
-    if row.get("host_env") and "update" in row and "act" in row:  # the learner alone: no simulator in XLA
-        up, act, n = row["update"], row["act"], row["num_steps"]
-        return {"learner_only": True,
-                "corrected": {k: up["corrected"][k] + n * act["corrected"][k] for k in xla_keys()},
-                "xla": {k: up["xla"][k] + n * act["xla"][k] for k in xla_keys()},
-                "kernels_executed": up["kernels_executed"] + n * act["kernels_executed"],
-                "memory": up["memory"], "unknown_trip_loops": up["unknown_trip_loops"]}
-    sim = (simulator or {}).get(row["env"])
-    if sim is None or "update" not in row or "act" not in row:
-        return None
-    up, act, n, batch = row["update"], row["act"], row["num_steps"], row["env_steps_per_iteration"]
-    return {"composed_from": sim["from"],
-            "corrected": {k: up["corrected"][k] + n * act["corrected"][k] + batch * sim["corrected"][k]
-                          for k in xla_keys()},
-            "xla": {k: up["xla"][k] + n * act["xla"][k] + batch * sim["xla"][k] for k in xla_keys()},
-            "kernels_executed": up["kernels_executed"] + n * (act["kernels_executed"] + sim["kernels_per_step"]),
-            "memory": up["memory"], "unknown_trip_loops": sim["unknown_trip_loops"]}
-
-
-def derive(row: dict, simulator: dict | None = None) -> dict:
-    """Per env step, per run and GPU-time figures of one measured cell (None where a program was not
-    compiled); an iteration that was not compiled is composed (:func:`iteration_of`)."""
-    if row.get("status") != "ok":
-        return {}
-    it, ev, up = iteration_of(row, simulator), row.get("evaluation"), row.get("update")
-    if it is None:
-        return {}
-    batch = row["env_steps_per_iteration"]
-    iterations = row["total_env_steps"] / batch
-    ev_flops, ev_bytes = _c(ev, "flops") or 0.0, _c(ev, "bytes accessed") or 0.0
-    out = {"iterations": iterations,
-           "iteration_gflop": it["corrected"]["flops"] / 1e9,
-           "iteration_gbytes": it["corrected"]["bytes accessed"] / 1e9,
-           "update_gflop": None if up is None else _c(up, "flops") / 1e9,
-           "eval_gflop": None if ev is None else ev_flops / 1e9,
-           "flop_per_env_step": it["corrected"]["flops"] / batch,
-           "bytes_per_env_step": it["corrected"]["bytes accessed"] / batch,
-           "loop_undercount": it["corrected"]["flops"] / max(it["xla"]["flops"], 1.0),
-           "peak_gib": it["memory"]["peak_estimate_bytes"] / 2 ** 30,
-           "update_peak_gib": None if up is None else up["memory"]["peak_estimate_bytes"] / 2 ** 30,
-           "run_tflop": (iterations * it["corrected"]["flops"] + row["num_evals"] * ev_flops) / 1e12,
-           "gpu": {}}
-    for name, gpu in GPUS.items():
-        g = {}
-        for tag, tensor in (("tf32", True), ("fp32", False)):
-            t_it = roofline_s(it["corrected"]["flops"], it["corrected"]["bytes accessed"], gpu, tensor)
-            g[f"iteration_ms_{tag}"] = 1e3 * t_it
-            g[f"run_h_{tag}"] = iterations * t_it / 3600  # training only (evaluations: eval_s_*)
-            g[f"eval_s_{tag}"] = None if ev is None else roofline_s(ev_flops, ev_bytes, gpu, tensor)
-        g["update_ms_tf32"] = None if up is None else 1e3 * roofline_s(
-            _c(up, "flops"), _c(up, "bytes accessed"), gpu)
-        g["launch_ms"] = 1e3 * it["kernels_executed"] * LAUNCH_S
-        g["run_h_launch"] = iterations * it["kernels_executed"] * LAUNCH_S / 3600
-        g["eval_s_launch"] = None if ev is None else ev["kernels_executed"] * LAUNCH_S
-        g["bound"] = "memory" if it["corrected"]["bytes accessed"] / gpu["bandwidth"] > \
-            it["corrected"]["flops"] / gpu["tf32_flops"] else "compute"
-        g["fits"] = it["memory"]["peak_estimate_bytes"] <= gpu["memory_bytes"]
-        g["fits_default_preallocation"] = it["memory"]["peak_estimate_bytes"] <= 0.75 * gpu["memory_bytes"]
-        out["gpu"][name] = g
-    family = row["preset"][len(row["algo"]) + 1:]
-    out["paper_hours"] = PAPER_HOURS.get((row["algo"], family))
-    if "timing" in row:
-        t = row["timing"]
-        out["achieved_gflops"] = it["corrected"]["flops"] / t.get("median_cpu_s", t["median_s"]) / 1e9
-        out["achieved_gflops_wall"] = it["corrected"]["flops"] / t["median_s"] / 1e9
-        out["achieved_gbytes_s"] = it["corrected"]["bytes accessed"] / t.get("median_cpu_s", t["median_s"]) / 1e9
-    return out
-
-
-# -- report ---------------------------------------------------------------------------------------------
-
-def _g(x: float, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if x == 0:
-        return "0"
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    return f"{x:.{digits}g}"
-
-
-def markdown(record: dict) -> str:
-    rows = record["results"]
-    lines = [f"# XLA cost of the compiled programs: tier `{record['tier']}`", "",
-             f"`{record['command']}` (git {(record.get('git_commit') or '?')[:10]}, jax "
-             f"{record['versions'].get('jax')}; compiled for the CPU from abstract shapes). FLOPs and bytes are "
-             f"XLA's `cost_analysis()` with every while loop counted as often as it runs (benchmarks/xla_cost.py; "
-             f"XLA's raw figure counts each loop body once: `undercount` = corrected / raw). Peak = XLA "
-             f"`memory_analysis()` argument + output - alias + temp of the iteration (of the update alone in "
-             f"brackets). GPU times: roofline max(flops/peak, bytes/bandwidth) with dots on TF32 tensor cores "
-             f"(494 TFLOP/s dense; `fp32`: every flop at 67 TFLOP/s), H100 SXM 3.35 TB/s, H200 4.8 TB/s; "
-             f"`launch` = kernels executed x {LAUNCH_S * 1e6:.0f} us. A run = total_env_steps / batch training "
-             f"iterations (evaluations apart, below).", ""]
-    lines += ["| algo | preset | batch | GFLOP / iter (update) | GB / iter | kFLOP / env step | undercount | "
-              "peak GiB (update) | unknown-trip loops | H100 ms / iter: tf32, fp32, launch | H100 h / run: tf32, "
-              "fp32, launch | H200 h / run tf32 | paper h |", "|" + "---|" * 13]
-    sim = simulator_per_env_step(rows)
-    composed = learner_only = False
-    over = []
-
-    def h_fits(d):
-        return d["gpu"]["H100 SXM"]["fits"]
-    for r in rows:
-        if r.get("status") != "ok":
-            lines.append(f"| {r['algo']} | {r['preset']} | | failed: {r['error']} |" + " |" * 9)
-            continue
-        d, it = derive(r, sim), iteration_of(r, sim)
-        if not d:
-            lines.append(f"| {r['algo']} | {r['preset']} | | no iteration (not compiled, none to compose) |"
-                         + " |" * 9)
-            continue
-        mark = " *" if "composed_from" in it else " †" if it.get("learner_only") else ""
-        composed = composed or mark == " *"
-        learner_only = learner_only or mark == " †"
-        if not h_fits(d):
-            over.append(r["preset"])
-        h, h2 = d["gpu"]["H100 SXM"], d["gpu"]["H200"]
-        flag = "" if h["fits"] else " **> 80 GB**"
-        lines.append(
-            f"| {r['algo']} | {r['preset']}{mark} | {r['num_envs']} x {r['num_steps']} | {_g(d['iteration_gflop'])} "
-            f"({_g(d['update_gflop'])}) | {_g(d['iteration_gbytes'])} | {_g(d['flop_per_env_step'] / 1e3)} | "
-            f"{_g(d['loop_undercount'])} | {_g(d['peak_gib'])} ({_g(d['update_peak_gib'])}){flag} | "
-            f"{it['unknown_trip_loops']} | {_g(h['iteration_ms_tf32'])}, {_g(h['iteration_ms_fp32'])}, "
-            f"{_g(h['launch_ms'])} | {_g(h['run_h_tf32'])}, {_g(h['run_h_fp32'])}, {_g(h['run_h_launch'])} | "
-            f"{_g(h2['run_h_tf32'])} | {_g(d['paper_hours'])} |")
-    if composed:
-        lines += ["", "\\* iteration not compiled (the simulator's compile is what takes long on this machine): "
-                  "composed as update + num_steps x act + the simulator's cost per env step ("
-                  + ", ".join(f"{e}: from {v['from']}" for e, v in sim.items())
-                  + "); peak = the update's."]
-    if learner_only:
-        hosts = sorted({r["env"] for r in rows if r.get("host_env")})
-        lines += ["", "\u2020 learner only: the simulator is outside JAX (" + ", ".join(hosts)
-                  + ": a host environment, ManiSkill3's PhysX scene on the CPU or the GPU), so neither the "
-                  "iteration nor an evaluation compiles to one XLA program; the row is update + num_steps x act "
-                  "compiled against the task's sizes (" + "; ".join(
-                      f"{e}: obs {HOST_SPECS[e]['obs_size']}, action {HOST_SPECS[e]['action_size']}, "
-                      f"{HOST_SPECS[e]['episode_length']}-step episodes" for e in hosts if e in HOST_SPECS)
-                  + "), without the simulator's time; peak = the update's."]
-    measured = [r for r in rows if r.get("status") == "ok" and derive(r, sim)]
-    if measured:
-        lines += ["", "Memory: " + (f"**over an H100's 80 GB: {', '.join(over)}**" if over else
-                                    f"every preset above fits an H100's 80 GB (largest peak "
-                                    f"{max(derive(r, sim)['peak_gib'] for r in measured):.3g} GiB)")
-                  + "; the peak is XLA's estimate for the CPU compile (a GPU's fusion and buffer reuse differ)."]
-    evaluated = [r for r in rows if r.get("status") == "ok" and r.get("evaluation")]
-    if evaluated:
-        lines += ["", "Evaluation (one call, first sampler):", "",
-                  "| algo | preset | eval envs x steps | GFLOP | GB | peak GiB | kernels | H100 s: tf32, launch "
-                  "| evaluations per run |", "|" + "---|" * 9]
-        for r in evaluated:
-            e, h = r["evaluation"], derive(r, sim)["gpu"]["H100 SXM"]
-            lines.append(f"| {r['algo']} | {r['preset']} | {r['eval_envs']} x {r['episode_length']} | "
-                         f"{_g(e['corrected']['flops'] / 1e9)} | {_g(e['corrected']['bytes accessed'] / 1e9)} | "
-                         f"{_g(e['memory']['peak_estimate_bytes'] / 2 ** 30)} | {_g(e['kernels_executed'])} | "
-                         f"{_g(h['eval_s_tf32'])}, {_g(h['eval_s_launch'])} | {r['num_evals']} |")
-    if record.get("matmul"):
-        lines += ["", "## This machine", "",
-                  "fp32 matmul (jnp.dot, n x n) best of 5: GFLOP per wall second and per CPU second of the process "
-                  "(all its threads; on a shared core the CPU seconds are what the program itself got):", ""]
-        for tag, m in record["matmul"].items():
-            if m and "peak_flops" in m:
-                sizes = ", ".join(f"n={n}: {v / 1e9:.1f}" for n, v in m["sizes"].items())
-                cpu = m.get("peak_flops_per_cpu_s")
-                lines.append(f"* {tag} (cores {m['affinity']}): **{m['peak_flops'] / 1e9:.1f} GFLOP/s** wall ({sizes})"
-                             + (f"; {cpu / 1e9:.1f} GFLOP per CPU second" if cpu else "")
-                             + "".join(f"; {shape}: {v / 1e9:.1f} GFLOP per CPU second"
-                                       for shape, v in m.get("cpu_shapes", {}).items())
-                             + "".join(f"; streaming {size}: {v / 1e9:.1f} GB per CPU second"
-                                       for size, v in m.get("stream_cpu_bytes_s", {}).items()))
-            elif m:
-                lines.append(f"* {tag}: {m.get('error')}")
-        timed = [r for r in rows if r.get("status") == "ok" and "timing" in r]
-        if timed:
-            peak = max(m.get("peak_flops_per_cpu_s") or m["peak_flops"] for k, m in record["matmul"].items()
-                       if m and "peak_flops" in m and m["affinity"] == record["machine"]["affinity"])
-            lines += ["", f"Training iteration after compile and one warm-up call, median of the timed calls; "
-                      f"achieved = corrected FLOPs / CPU seconds of the process; the peak is the best single-core "
-                      f"matmul above ({peak / 1e9:.1f} GFLOP per CPU second).", "",
-                      "| algo | preset | GFLOP / iter | update share of flops | wall s / iter | CPU s / iter | "
-                      "achieved GFLOP/s | of matmul peak | achieved GB/s | kernels / iter (update) | CPU us / kernel "
-                      "| update alone: CPU s, GFLOP/s, of peak |", "|" + "---|" * 12]
-            for r in timed:
-                d = derive(r)
-                share = "-" if d["update_gflop"] is None else f"{d['update_gflop'] / d['iteration_gflop']:.0%}"
-                lines.append(f"| {r['algo']} | {r['preset']} | {_g(d['iteration_gflop'])} | {share} | "
-                             f"{_g(r['timing']['median_s'])} | {_g(r['timing'].get('median_cpu_s'))} | "
-                             f"{_g(d['achieved_gflops'])} | {d['achieved_gflops'] * 1e9 / peak:.1%} | "
-                             f"{_g(d['achieved_gbytes_s'])} | {_g(r['iteration']['kernels_executed'])} "
-                             f"({_g(r['update']['kernels_executed']) if 'update' in r else '-'}) | "
-                             f"{_g(1e6 * r['timing']['median_cpu_s'] / r['iteration']['kernels_executed'])} | "
-                             + (f"{_g(r['update_timing']['median_cpu_s'])}, "
-                                f"{_g(r['update']['corrected']['flops'] / r['update_timing']['median_cpu_s'] / 1e9)}, "
-                                f"{r['update']['corrected']['flops'] / r['update_timing']['median_cpu_s'] / peak:.0%} |"
-                                if "update_timing" in r else "- |"))
-    return "\n".join(lines) + "\n"
-
-
 def merge(record: dict, other: dict) -> dict:
     """``record`` with the ok cells of ``other`` added, and the programs ``record``'s cells lack."""
     record = json.loads(json.dumps(record))
@@ -603,11 +275,7 @@ def main(argv: list[str]) -> int:
                    help="with --report: first add the cells (and programs) of another record of the same tier "
                         "to <tier>.json (records measured by separate processes)")
     p.add_argument("--report", action="store_true", help="rewrite <tier>.md from <tier>.json; measure nothing")
-    p.add_argument("--matmul-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.matmul_only:
-        print(json.dumps(matmul_peak()))
-        return 0
     out = Path(args.out)
     json_path, md_path = out / f"{args.tier}.json", out / f"{args.tier}.md"
     if args.report:

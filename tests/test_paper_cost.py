@@ -1,5 +1,5 @@
-"""benchmarks/paper_cost.py and benchmarks/xla_cost.py: loop-corrected XLA FLOP counts against hand
-counts, and the command on one small preset."""
+"""benchmarks/paper_cost.py (with paper_cost_model.py and paper_cost_report.py) and benchmarks/xla_cost.py:
+loop-corrected XLA FLOP counts against hand counts, and the command on one small preset."""
 import json
 
 import jax
@@ -7,6 +7,8 @@ import jax.numpy as jnp
 import pytest
 
 import paper_cost
+import paper_cost_model
+import paper_cost_report
 import xla_cost
 
 M, K, STEPS = 64, 128, 10
@@ -70,10 +72,10 @@ def test_a_data_dependent_while_loop_is_counted_once_and_reported():
 
 
 def test_roofline_is_the_larger_of_compute_and_memory_time():
-    gpu = paper_cost.GPUS["H100 SXM"]
-    assert paper_cost.roofline_s(494e12, 0.0, gpu) == pytest.approx(1.0)
-    assert paper_cost.roofline_s(67e12, 0.0, gpu, tensor=False) == pytest.approx(1.0)
-    assert paper_cost.roofline_s(1.0, 3.35e12, gpu) == pytest.approx(1.0)
+    gpu = paper_cost_model.GPUS["H100 SXM"]
+    assert paper_cost_model.roofline_s(494e12, 0.0, gpu) == pytest.approx(1.0)
+    assert paper_cost_model.roofline_s(67e12, 0.0, gpu, tensor=False) == pytest.approx(1.0)
+    assert paper_cost_model.roofline_s(1.0, 3.35e12, gpu) == pytest.approx(1.0)
 
 
 @pytest.mark.heavy(55)  # compiles a small preset's programs: 102 s on one core, cold compile cache, of which 49 s were the full matmul probe the test tier no longer runs
@@ -88,7 +90,7 @@ def test_the_command_measures_one_small_preset(tmp_path):
         assert p["memory"]["peak_estimate_bytes"] > 0
     # the iteration contains the update; per env step figures follow from the batch
     assert row["iteration"]["corrected"]["flops"] >= row["update"]["corrected"]["flops"]
-    d = paper_cost.derive(row)
+    d = paper_cost_model.derive(row)
     assert d["flop_per_env_step"] == pytest.approx(row["iteration"]["corrected"]["flops"] / (32 * 32))
     assert d["gpu"]["H100 SXM"]["fits"] and d["achieved_gflops"] > 0
     assert record["matmul"]["this process"]["peak_flops"] > 1e9
@@ -101,19 +103,19 @@ def test_the_command_measures_one_small_preset(tmp_path):
 def test_a_host_environment_compiles_the_learner_only_and_memory_over_80_gb_is_flagged():
     # ManiSkill is stepped outside JAX (and need not be installed): its learner's update and acting step
     # compile against the task's sizes; iteration and evaluation are not asked of it
-    row = paper_cost.measure_cell("ppo", "ppo-maniskill-cpu", paper_cost.MANISKILL)
+    row = paper_cost.measure_cell("ppo", "ppo-maniskill-cpu", paper_cost_model.MANISKILL)
     assert row["status"] == "ok", row["error"]
     assert row["host_env"] and "iteration" not in row and "evaluation" not in row
     assert row["update"]["corrected"]["flops"] > 0 and row["act"]["corrected"]["flops"] > 0
-    d = paper_cost.derive(row)
+    d = paper_cost_model.derive(row)
     n = row["num_steps"]
     assert d["iteration_gflop"] * 1e9 == pytest.approx(row["update"]["corrected"]["flops"]
                                                        + n * row["act"]["corrected"]["flops"])
     record = {"tier": "paper", "command": "test", "versions": {"jax": jax.__version__}, "results": [row]}
-    md = paper_cost.markdown(record)
+    md = paper_cost_report.markdown(record)
     assert "| ppo | ppo-maniskill-cpu \u2020 |" in md and "learner only" in md and "obs 35, action 8" in md
     assert "every preset above fits an H100's 80 GB" in md and "**> 80 GB**" not in md
     big = json.loads(json.dumps(row))
     big["update"]["memory"]["peak_estimate_bytes"] = 100e9
-    md = paper_cost.markdown({**record, "results": [big]})
+    md = paper_cost_report.markdown({**record, "results": [big]})
     assert "**> 80 GB**" in md and "**over an H100's 80 GB: ppo-maniskill-cpu**" in md
