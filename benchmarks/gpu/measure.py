@@ -32,67 +32,14 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]  # this checkout's diffrl; benchmarks/sps.py
+# this checkout's diffrl; benchmarks/sps.py; this folder's gpu_plan.py and gpu_report.py
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks"), str(Path(__file__).resolve().parent)]
 
-ALGOS = ("reppo", "trudi", "amdp", "amdp-backprop")
-LATER_N_PRIORITY = ("amdp", "amdp-backprop", "trudi")
-"""Order in which diffusion contenders join a later N when not all fit: AMDP's flat cost and the
-backprop baseline's growth are the claim; TruDi's chain is the most expensive."""
-MARGIN = 1.25
-"""A projected program or group starts only if MARGIN x its projected seconds fit in the time left."""
-PAPER = {"amdp/reppo": {16: "~1.1x", 128: "~1.1x"}, "amdp-backprop/amdp": {16: "10x", 128: "72-80x"},
-         "trudi/reppo": {16: "~1.8x", 128: "~1.8x"}, "reppo_return": 875.0, "reppo_return_env_steps": 50_000_000}
-"""Figures the papers report (AMDP; TruDi; REPPO on CartpoleSwingup)."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Sizes of every part; :data:`PAPER_SCALE` on the GPU, :data:`DRY_RUN` on a CPU."""
-
-    env: str = "playground/CartpoleSwingup"
-    preset: str = "dmc-small"
-    """Preset family: contender A uses preset ``A-<family>``."""
-    num_envs: int = 1024
-    num_steps: int = 32
-    overrides: tuple[str, ...] = ()
-    """``KEY=VALUE`` config overrides for every program (bench cost's ``--set``)."""
-    cost_algos: tuple[str, ...] = ALGOS
-    diffusion_steps: tuple[int, ...] = (16, 128)
-    repeats: int = 3
-    warmup: int = 1
-    contender_budget_s: float = 15.0
-    """bench cost's ``--budget-s``: a contender stops repeating after this many timed seconds (>= 1 call)."""
-    sps_envs: tuple[int, ...] = (1024, 4096)
-    sps_algos: tuple[str, ...] = ALGOS
-    sps_diffusion_steps: int = 16
-    sps_repeats: int = 3
-    learn_algos: tuple[str, ...] = ("reppo", "trudi")
-    learn_seeds: int = 3
-    learn_max_env_steps: int = 50_000_000
-    learn_chunk_s: float = 20.0
-    """Target seconds per training chunk (one evaluation after each), from parts a/b's speed."""
-    learn_chunk_iterations: int = 10
-    """Iterations per chunk when no speed was measured."""
-    learn_min_s: float = 90.0
-    """A learning run starts only with at least this long left for it (compile, a chunk and its evaluation)."""
-    eval_envs: int = 32
-
-
-PAPER_SCALE = Plan()
-DRY_RUN = Plan(
-    env="toy/MirrorGoals", preset="toy", num_envs=8, num_steps=4, diffusion_steps=(2,), repeats=2,
-    contender_budget_s=5.0, cost_algos=("reppo", "amdp"), sps_envs=(8, 16), sps_algos=("reppo",),
-    sps_diffusion_steps=2, sps_repeats=2, learn_algos=("reppo",), learn_max_env_steps=8 * 4 * 4,
-    learn_chunk_s=1.0, learn_chunk_iterations=2, learn_min_s=1.0, eval_envs=4,
-    overrides=("reppo.num_minibatches=2", "reppo.num_epochs=1", "critic.hidden=32", "gaussian.hidden=(16,16)",
-               "adjoint.hidden=(16,16)", "diffusion.hidden=(16,16)", "reppo.kl_samples=1"))
-"""Every part's code path at toy sizes. Compiling dominates a CPU's dry run, so it compiles as few programs
-as that takes: one diffusion contender (AMDP) in a, REPPO alone in b's second env count and in c."""
-
+from gpu_plan import ALGOS, DRY_RUN, LATER_N_PRIORITY, MARGIN, PAPER_SCALE, Plan  # noqa: E402
+from gpu_report import PAPER, markdown  # noqa: E402
 
 class Clock:
     """Wall-clock seconds since ``t0`` (epoch seconds: run.sh's start) against the budget."""
@@ -368,75 +315,11 @@ def preflight(clock: Clock) -> dict:
     return {**out, "seconds": time.perf_counter() - t0}
 
 
-# -- record and report -----------------------------------------------------------------------------
+# -- errors -----------------------------------------------------------------------------------------
 def _error(e: BaseException) -> str:
     from diffrl.commands.bench_cost import error_text
 
     return error_text(e)
-
-
-def _f(x, spec: str, missing: str = "-") -> str:
-    return missing if x is None else format(x, spec)
-
-
-def markdown(record: dict) -> str:
-    from diffrl.commands.bench_cost_report import LABELS
-
-    m, parts = record["machine"], record["parts"]
-    lines = [f"# diffrl on {m.get('device_kind')} ({m.get('jax_backend')}): {record['plan']['env']}", "",
-             f"jax {record['versions'].get('jax')}, {m.get('cpu_count')} CPUs; {record['elapsed_s']:.0f} s "
-             f"of a {record['budget_s']:.0f} s budget{' (dry run)' if record['dry_run'] else ''}; "
-             f"commit {record.get('git_commit')}.", ""]
-    pre = record.get("preflight") or {}
-    lines.append(f"- preflight ({pre.get('env')} builds): {pre.get('status')}" + (f" ({pre['error']})" if pre.get("error") else ""))
-    for name, p in parts.items():
-        lines.append(f"- {name}: {p.get('status')}" + (f" ({p['error']})" if p.get("error") else ""))
-    cost = parts.get("cost", {})
-    if cost.get("record"):
-        lines += ["", "## a. Cost relative to REPPO (ratios of medians within each N; full tables: cost.md)", "",
-                  "| N | pair | iteration | update | compiled memory | paper |", "|---:|---|---:|---:|---:|---|"]
-        for entry in cost["record"]["ratios"]:
-            n = entry["diffusion_steps"]
-            for key, v in entry.items():
-                if key == "diffusion_steps":
-                    continue
-                a, b = key.split("/")
-                ok = v.get("status") == "ok"
-                lines.append(f"| {n} | {LABELS[a]}/{LABELS[b]} | {_f(v.get('iteration_median') if ok else None, '.2f')}"
-                             f" | {_f(v.get('update_median') if ok else None, '.2f')} | "
-                             f"{_f(v.get('iteration_peak_memory') if ok else None, '.2f')} | "
-                             f"{PAPER.get(key, {}).get(n, '')} |")
-        peaks = cost.get("device_peak_bytes_after_group", {})
-        if peaks:
-            lines += ["", "Device allocator's peak (process-wide, so after each group the largest so far): "
-                      + ", ".join(f"after N={n} {_f(v and v / 2**30, '.2f', 'n/a')} GiB" for n, v in peaks.items())]
-        for s in cost.get("skipped", []):
-            lines.append(f"- N={s['diffusion_steps']}: not run for {', '.join(s['algos'])}: {s['reason']}")
-    sps = parts.get("sps", {})
-    if sps.get("rows"):
-        lines += ["", "## b. Training against the simulator alone (median s per iteration)", "",
-                  "| envs | contender | env steps/s | s / iteration | x simulator | compile s | source |",
-                  "|---:|---|---:|---:|---:|---:|---|"]
-        for r in sps["rows"]:
-            name = r["contender"] + (f" (N={r['diffusion_steps']})" if r.get("diffusion_steps") else "")
-            lines.append(f"| {r['num_envs']} | {name} | {r['sps']:,.0f} | {r['seconds_per_iteration']:.4f} | "
-                         f"{_f(r['x_simulator'], '.1f')} | {_f(r['compile_s'], '.1f')} | {r['source']} |")
-        lines += [f"- {s['num_envs']} envs, {s['contender']}: not measured ({s['reason']})" for s in sps["skipped"]]
-    learn = parts.get("learn", {})
-    if learn.get("runs") or learn.get("skipped"):
-        ref = learn.get("reference", {})
-        lines += ["", f"## c. Learning, {record['plan']['learn_seeds']} seeds per program (REPPO published: "
-                  f"{ref.get('reppo_return')} at {ref.get('env_steps', 0) / 1e6:g}M env steps)", "",
-                  "| algo | env steps per seed | final return, mean | per seed | train env steps/s (all seeds) "
-                  "| compile s | status |", "|---|---:|---:|---|---:|---:|---|"]
-        for r in learn.get("runs", []):
-            seeds = ", ".join(f"{x:.1f}" for x in r.get("final_seed_returns") or [])
-            lines.append(f"| {r['algo']} | {_f(r.get('env_steps'), ',')} | {_f(r.get('final_return'), '.1f')} | "
-                         f"{seeds} | {_f(r.get('train_sps_all_seeds'), ',.0f')} | "
-                         f"{_f(sum((r.get('compile_s') or {}).values()) or None, '.1f')} | "
-                         f"{r['status']}{' (stopped by the budget)' if r.get('stopped_by_budget') else ''} |")
-        lines += [f"- {s['algo']}: not run ({s['reason']})" for s in learn.get("skipped", [])]
-    return "\n".join(lines) + "\n"
 
 
 def parse_args(argv=None):
