@@ -7,9 +7,9 @@ longer than matrix 1, TruDi with that bound (``trudi``), with a bound on the act
 estimator gives it (``dime-action``), with no bound (``trudi-none``), its Gaussian backbone REPPO, and
 AMDP (arXiv 2606.22630) with its drift bound (``amdp``, closed form) and without (``amdp-none``).
 
-Per task: each run's final return and two measures of stability, and the probability of improvement
+Per task: each run's final return and three measures of stability, and the probability of improvement
 (Agarwal et al. 2021, Sec. 4.3; ``diffrl.maths.stats``) of each bound over its ablation, per task and
-over both tasks. Statistics and resampling are ``ledger_report``'s (seeded: the same records render the
+over both tasks: of the final return, and of the stability of the whole curve (a smaller largest fall). Statistics and resampling are ``ledger_report``'s (seeded: the same records render the
 same tables everywhere).
 """
 from __future__ import annotations
@@ -48,6 +48,14 @@ def best_to_final_drop(run, random_return: float) -> np.ndarray:
     return curves.max(axis=0) - curves[-1]
 
 
+def largest_fall(run, random_return: float) -> np.ndarray:
+    """(K,) per seed: the largest fall of its normalised evaluations below their best so far,
+    max over e of (max over e' <= e of R_e') - R_e (>= 0; 0 for a curve that never falls). Unlike
+    :func:`best_to_final_drop` it sees a collapse the seed recovered from before its last evaluation."""
+    curves = normalised(run.curves, random_return)  # (E, K)
+    return (np.maximum.accumulate(curves, axis=0) - curves).max(axis=0)
+
+
 def _task_runs(runs: dict, task: str) -> dict[str, object]:
     name = f"playground/{task}"
     return {k[1]: runs[k] for k in sorted(runs) if k[0] == "m2" and k[2] == name}
@@ -57,24 +65,43 @@ def run_lines(task: str, by_label: dict, random_return: float) -> list[str]:
     labels = [label for label, _, _ in ledger_plan.M2_RUNS]
     lines = [f"## {task}, {ledger_plan.M2_BUDGETS[task]:,} env steps per seed", "", f"R_random = {random_return:.1f}",
              "", "| run | seeds | final return median | normalised median | normalised IQM | best-to-final drop "
-             "median (worst) | seeds that collapse | wall min (1 core) |", "|---|---|---|---|---|---|---|---|"]
+             "median (worst) | seeds that collapse | largest fall median (worst) | seeds that ever fall "
+             f"> {COLLAPSE} | wall min (1 core) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for label in sorted(by_label, key=labels.index):
         run = by_label[label]
         n = normalised(run.final, random_return)
-        drop = best_to_final_drop(run, random_return)
+        drop, fall = best_to_final_drop(run, random_return), largest_fall(run, random_return)
         lines.append(f"| {label} | {run.seeds_text} | {fmt(median_ci(run.final), 1)} | {fmt(median_ci(n))} | "
                      f"{fmt(iqm_ci(n))} | {np.median(drop):.3f} ({drop.max():.3f}) | "
-                     f"{int((drop > COLLAPSE).sum())} of {run.num_seeds} | {wall_minutes(run)} |")
+                     f"{int((drop > COLLAPSE).sum())} of {run.num_seeds} | {np.median(fall):.3f} ({fall.max():.3f}) | "
+                     f"{int((fall > COLLAPSE).sum())} of {run.num_seeds} | {wall_minutes(run)} |")
     return lines + [""]
 
 
-def comparison_lines(per_task: dict[str, dict], randoms: dict) -> list[str]:
-    """P(X > Y) of the final normalised return per task and over the tasks where both X and Y are complete."""
+MEASURES = {
+    "final": ("The bounds against their ablations: final return",
+              "P(X > Y): the probability that a seed of X ends above a seed of Y (ties count half)"),
+    "fall": ("The bounds against their ablations: stability of the whole curve",
+             "P(X > Y) here: the probability that a seed of X has a smaller largest fall than a seed of Y (ties, "
+             "such as two curves that never fall, count half: above 0.5, X's curves are the steadier)"),
+}
+"""Measure -> (section title, what P(X > Y) compares) of :func:`comparison_lines`."""
+
+
+def _per_seed(measure: str, run, random_return: float) -> np.ndarray:
+    """(K,) the values compared: the normalised final return, or the negated largest fall (higher is better)."""
+    if measure == "final":
+        return normalised(run.final, random_return)
+    return -largest_fall(run, random_return)
+
+
+def comparison_lines(per_task: dict[str, dict], randoms: dict, measure: str = "final") -> list[str]:
+    """P(X > Y) of ``measure`` (:data:`MEASURES`) per task and over the tasks where both X and Y are complete."""
     tasks = list(ledger_plan.M2_TASKS)
-    lines = ["## The bounds against their ablations", "",
-             "P(X > Y): the probability that a seed of X ends above a seed of Y (ties count half), per task, and "
-             "its mean over the tasks where both runs are complete; 95 % bootstrap intervals, each run's seeds "
-             "resampled within each task.", "",
+    title, compared = MEASURES[measure]
+    lines = [f"## {title}", "",
+             f"{compared}, per task, and its mean over the tasks where both runs are complete; 95 % bootstrap "
+             "intervals, each run's seeds resampled within each task.", "",
              "| X | Y | what it asks | " + " | ".join(tasks) + " | over the tasks |",
              "|---|---|---|" + "---|" * (len(tasks) + 1)]
     for x, y, question in ABLATIONS:
@@ -83,8 +110,8 @@ def comparison_lines(per_task: dict[str, dict], randoms: dict) -> list[str]:
             runs = per_task.get(task, {})
             if x in runs and y in runs:
                 rnd = randoms[f"playground/{task}"]
-                xs.append(normalised(runs[x].final, rnd))
-                ys.append(normalised(runs[y].final, rnd))
+                xs.append(_per_seed(measure, runs[x], rnd))
+                ys.append(_per_seed(measure, runs[y], rnd))
                 cells.append(fmt(probability_of_improvement([xs[-1]], [ys[-1]], **RESAMPLING), 2))
             else:
                 cells.append("not complete")
@@ -102,7 +129,8 @@ def m2_table(runs: dict, randoms: dict) -> str:
              "`amdp` (AMDP, its drift's KL bounded in closed form) and `amdp-none` (no bound); each task's default "
              "preset, otherwise untuned. Final evaluation with each policy's default sampler; normalised = "
              "(R - R_random) / (1000 - R_random). Stability: the drop from a seed's best evaluation to its final "
-             f"one (normalised), and the seeds whose drop exceeds {COLLAPSE} (learned, then lost it). Curves: "
+             f"one (normalised), the seeds whose drop exceeds {COLLAPSE} (learned, then lost it), and the largest "
+             "fall below the best so far at any evaluation (a collapse even if the seed recovered). Curves: "
              "`curves_m2_<task>.png`. A run enters these tables once all its seeds have finished (until then: "
              "'Runs still filling' below).", ""]
     per_task = {}
@@ -112,7 +140,7 @@ def m2_table(runs: dict, randoms: dict) -> str:
             per_task[task] = by_label
             lines += run_lines(task, by_label, randoms[f"playground/{task}"])
     if per_task:
-        lines += comparison_lines(per_task, randoms)
+        lines += comparison_lines(per_task, randoms, "final") + comparison_lines(per_task, randoms, "fall")
     if any(k[0] == "m2" for k in runs):
         lines += divergence_lines(runs, "m2")
     return "\n".join(lines) + "\n"

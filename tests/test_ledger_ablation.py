@@ -40,6 +40,23 @@ def test_drop_and_collapse_count_seeds_that_learned_then_lost_it():
     assert "| 0.100 (0.700) | 1 of 5 |" in row
 
 
+def test_largest_fall_sees_a_collapse_the_seed_recovered_from():
+    curves = [[0, 0, 0, 0, 0], [500, 200, 800, 300, 100], [100, 800, 400, 600, 100], [800, 900, 900, 600, 50],
+              [100, 850, 900, 650, 80]]
+    run = ledger_report.Run([_record("trudi-none", curves)])
+    fall = ledger_ablation.largest_fall(run, RANDOM)
+    # by hand, per seed (columns): its evaluations, the best so far, the largest difference
+    # s0: 0 500 100 800 100, best 0 500 500 800 800 -> 0.7;  s1: 0 200 800 900 850, best ... 900 900 -> 0.05
+    # s2: 0 800 400 900 900, best 0 800 800 900 900 -> 0.4;  s3: 0 300 600 600 650, never falls -> 0.0
+    # s4: 0 100 100 50 80, best 100 from e1 -> 0.05
+    np.testing.assert_allclose(fall, [0.7, 0.05, 0.4, 0.0, 0.05])
+    # the best-to-final drop misses seed 2's fall to 400, from which it recovered
+    np.testing.assert_allclose(ledger_ablation.best_to_final_drop(run, RANDOM), [0.7, 0.05, 0.0, 0.0, 0.02])
+    row = next(line for line in ledger_ablation.run_lines("CartpoleSwingup", {"trudi-none": run}, RANDOM)
+               if line.startswith("| trudi-none"))
+    assert "| 0.020 (0.700) | 1 of 5 | 0.050 (0.700) | 2 of 5 |" in row
+
+
 def test_each_bound_is_compared_with_its_ablation_per_task_and_over_the_tasks():
     runs = {("m2", label, TASK, 1_024_000): _run(label, finals) for label, finals in {
         "trudi": [800, 820, 840, 860, 880], "trudi-none": [100, 200, 300, 400, 500],
@@ -59,6 +76,24 @@ def test_each_bound_is_compared_with_its_ablation_per_task_and_over_the_tasks():
     # the same seeds: 5 ties counted half, and 10 pairs each way: P = (10 + 5 / 2) / 25 = 0.5
     assert row("amdp", "amdp-none").split(" | ")[3].startswith("0.50 [")
     assert row("trudi", "reppo").split(" | ")[3].startswith("0.50 [")
+
+
+def test_the_steadier_curves_win_the_stability_comparison():
+    # trudi's seeds never fall; trudi-none's fall 0.1..0.5 below their peak of 900 and end there
+    runs = {("m2", "trudi", TASK, 1_024_000): _run("trudi", [800, 820, 840, 860, 880]),
+            ("m2", "trudi-none", TASK, 1_024_000): _run("trudi-none", [800, 700, 600, 500, 400], peaks=[900] * 5)}
+    page = ledger_ablation.m2_table(runs, {TASK: RANDOM})
+    final, fall = page.split("## The bounds against their ablations: stability of the whole curve")
+    assert "## The bounds against their ablations: final return" in final
+
+    def row(text):
+        return next(line for line in text.splitlines() if line.startswith("| trudi | trudi-none |"))
+
+    # final returns: TruDi's 800 ties the unbounded 800 and beats the other 4, its other seeds beat all 5:
+    # (24 + 1 / 2) / 25 = 0.98
+    assert row(final).split(" | ")[3].startswith("0.98 [")
+    # largest falls: 0 for every TruDi seed, > 0 for every unbounded one: P = 1
+    assert row(fall).endswith("| 1.00 [1.00, 1.00] | not complete | 1.00 [1.00, 1.00] |")
 
 
 def test_runs_still_filling_list_each_finished_seed_and_stay_out_of_the_tables():
