@@ -51,7 +51,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from diffrl.artefacts import deploy  # noqa: E402
-from diffrl.plumbing.records import library_versions  # noqa: E402
+from diffrl.plumbing.machine import library_versions  # noqa: E402
 from diffrl.critics.categorical import CategoricalCritic, CriticConfig  # noqa: E402
 from diffrl.artefacts.export import export_policy  # noqa: E402
 from diffrl.artefacts.export_critic import export_critic  # noqa: E402

@@ -115,7 +115,8 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
              keep_run_dir: bool = False) -> dict | None:
     """Train ``cell`` (continuing its scratch run directory's last checkpoint if there is one) and
     write its record; None if it was interrupted (checkpointed; nothing that looks finished)."""
-    from diffrl.plumbing.records import atomic_write_json, library_versions, machine_record, git_commit
+    from diffrl.plumbing.machine import git_commit, library_versions, machine_record
+    from diffrl.plumbing.records import atomic_write_json
     from diffrl.core.nonfinite import NonFiniteError
     from diffrl.core.trainer import Trainer
     from diffrl.artefacts.plotting import read_metrics

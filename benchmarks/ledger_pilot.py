@@ -88,7 +88,8 @@ def pilot(tasks: list[str], reference_tasks: list[str], path: Path, log=print) -
         from ledger import SINGLE_THREAD_XLA
 
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_XLA).strip()
-    from diffrl.plumbing.records import atomic_write_json, library_versions, machine_record
+    from diffrl.plumbing.machine import library_versions, machine_record
+    from diffrl.plumbing.records import atomic_write_json
     from ledger import SCRATCH, cell_config
     from stability import random_return
 
@@ -141,7 +142,8 @@ def _measure_in_child(algo: str, task: str, cpus: list[int]) -> dict:
 def core_speedups(reference_tasks: list[str], path: Path, cpus: list[int], log=print) -> dict:
     """Every matrix-1 algorithm on each reference task, measured on ``cpus[:1]`` and then on ``cpus[:2]``
     (nothing else should run meanwhile); appends to ``pilot.json``'s ``two_cores`` as each pair finishes."""
-    from diffrl.plumbing.records import atomic_write_json, machine_record
+    from diffrl.plumbing.machine import machine_record
+    from diffrl.plumbing.records import atomic_write_json
 
     if len(cpus) < 2:
         raise ValueError(f"measuring two cores needs two cpus, got {cpus}")

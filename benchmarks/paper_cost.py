@@ -288,7 +288,8 @@ def main(argv: list[str]) -> int:
         return 0
     import jax
 
-    from diffrl.plumbing.records import atomic_write_json, git_commit, library_versions
+    from diffrl.plumbing.machine import git_commit, library_versions
+    from diffrl.plumbing.records import atomic_write_json
 
     cells = TIERS[args.tier]
     programs = tuple(args.programs.split(","))

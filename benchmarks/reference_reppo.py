@@ -214,10 +214,10 @@ def _versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        from diffrl.plumbing.records import library_versions
+        from diffrl.plumbing.machine import library_versions
     except ImportError:  # the reference's venv sees diffrl's dependencies but not its editable install
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-        from diffrl.plumbing.records import library_versions
+        from diffrl.plumbing.machine import library_versions
 
     try:
         distrax = version("distrax")

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="diffrl-startup-") as tmp:
         rows = measure(args, Path(tmp))
     if opts.out:
-        from diffrl.plumbing.records import library_versions, machine_record
+        from diffrl.plumbing.machine import library_versions, machine_record
 
         Path(opts.out).write_text(json.dumps({"args": args, "rows": rows, "machine": machine_record(),
                                               "versions": library_versions(),

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diffrl.plumbing.records import cpu_identity, cpu_model
+from diffrl.plumbing.machine import cpu_identity, cpu_model
 
 USER_XLA_FLAGS_VAR = "DIFFRL_TEST_USER_XLA_FLAGS"
 USER_XLA_FLAGS = os.environ.get(USER_XLA_FLAGS_VAR, os.environ.get("XLA_FLAGS", ""))

@@ -290,7 +290,7 @@ def test_eval_export_actions_refuse_a_retired_trudi_sampler_naming_the_new_one(o
 def test_run_directory_from_before_the_rename_loads_with_the_new_names(tmp_path):
     from diffrl.config import TrainConfig
     from diffrl.core.run_dir import load_run_config
-    from diffrl.plumbing.records import write_run_record
+    from diffrl.plumbing.run_record import write_run_record
 
     for algo, stored, loaded in (("trudi", ("sde", "ode", "ode-c", "best-of-k"),
                                   ("sde", "reversal-ode", "noise-free", "best-of-k")),
@@ -322,7 +322,7 @@ def test_amdp_run_directory_with_reppo_kl_settings_loads_them_reset(tmp_path):
     from diffrl.algos.reppo_config import REPPOConfig
     from diffrl.config import TrainConfig
     from diffrl.core.run_dir import load_run_config
-    from diffrl.plumbing.records import write_run_record
+    from diffrl.plumbing.run_record import write_run_record
 
     stored = TrainConfig(algo="amdp", reppo=REPPOConfig(kl_start=1.0, kl_min=0.1, critic_lr=2e-3))
     write_run_record(tmp_path, stored)
@@ -344,7 +344,7 @@ def test_presets_show_prints_the_resolved_config(capsys):
 def test_resume_of_a_run_written_by_another_version_is_refused_with_a_message(tmp_path, capsys):
     """A config.json with a field this version does not know: exit 2 naming it, no traceback."""
     from diffrl.config import TrainConfig
-    from diffrl.plumbing.records import write_run_record
+    from diffrl.plumbing.run_record import write_run_record
 
     write_run_record(tmp_path, TrainConfig(algo="reppo"))
     record = json.loads((tmp_path / "config.json").read_text())

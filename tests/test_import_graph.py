@@ -30,7 +30,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 GROUND = ("diffrl.nets", "diffrl.maths.normalization", "diffrl.maths.replay", "diffrl.maths.returns",
-          "diffrl.maths.stats", "diffrl.maths.trust_region", "diffrl.plumbing.records", "diffrl.plumbing.sharding")
+          "diffrl.maths.stats", "diffrl.maths.trust_region", "diffrl.plumbing.machine", "diffrl.plumbing.records",
+          "diffrl.plumbing.sharding")
 """Ground-floor utilities (a name covers a package's modules): they import only each other."""
 
 COMMANDS = ("diffrl.cli", "diffrl.commands", "diffrl.artefacts.action_plot")

@@ -2,7 +2,7 @@
 
 Two machines that both call themselves "AMD EPYC" can round differently (one with AVX-512, one without:
 XLA:CPU compiles for the host's extensions); a record must tell them apart."""
-from diffrl.plumbing.records import cpu_identity, machine_record
+from diffrl.plumbing.machine import cpu_identity, machine_record
 
 X86 = """processor	: 0
 vendor_id	: AuthenticAMD

@@ -60,7 +60,8 @@ def test_a_section_the_algorithm_does_not_read_cannot_be_set():
 
 def test_a_new_run_directory_stores_the_read_sections_and_an_old_one_loads_without_the_others(tmp_path):
     from diffrl.core.run_dir import load_run_config
-    from diffrl.plumbing.records import config_to_json, write_run_record
+    from diffrl.plumbing.records import config_to_json
+    from diffrl.plumbing.run_record import write_run_record
 
     config = resolve("amdp", "toy/MirrorGoals", None)
     write_run_record(tmp_path, config)

@@ -348,7 +348,8 @@ def main(argv=None) -> int:
     import jax
 
     from diffrl.commands.bench_cost import machine
-    from diffrl.plumbing.records import atomic_write_json, git_commit, library_versions
+    from diffrl.plumbing.machine import git_commit, library_versions
+    from diffrl.plumbing.records import atomic_write_json
 
     jax.config.update("jax_compilation_cache_dir", args.jax_cache)
     plan = DRY_RUN if args.dry_run else PAPER_SCALE

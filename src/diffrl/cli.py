@@ -136,7 +136,7 @@ def _main(argv: list[str] | None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
-    from diffrl.plumbing.records import set_command
+    from diffrl.plumbing.run_record import set_command
 
     set_command(["diffrl", *argv])  # what run records store as the command
     if command not in COMMANDS:

@@ -43,8 +43,9 @@ import jax.numpy as jnp
 
 from diffrl.maths.normalization import RunningStats, normalize
 from diffrl.policies.base import renamed_sampler_note
+from diffrl.plumbing.machine import library_versions
 from diffrl.plumbing.records import (ExportError, check_params, config_from_json, config_to_json, flatten_params,
-                            library_versions, load_stats, load_tree, npz_bytes, sha256, stats_arrays, write_bytes)
+                            load_stats, load_tree, npz_bytes, sha256, stats_arrays, write_bytes)
 
 EXPORT_FORMAT = 1
 """Version of the export layout; loading a different version is refused."""

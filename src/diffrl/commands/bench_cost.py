@@ -203,7 +203,8 @@ def machine() -> dict:
 def run(request: CostRequest, configs: dict, command: str, on_group=None) -> dict:
     """Measure every group; ``on_group(record)`` sees the record after each (partial results)."""
     from diffrl.commands.bench_cost_report import with_summaries
-    from diffrl.plumbing.records import config_to_json as config_to_dict, git_commit, library_versions
+    from diffrl.plumbing.machine import git_commit, library_versions
+    from diffrl.plumbing.records import config_to_json as config_to_dict
 
     record = {
         "schema": "diffrl.commands.bench_cost/1", "command": command, "versions": library_versions(),

@@ -32,7 +32,7 @@ def cache_file() -> Path:
 
 def stamp() -> dict[str, str]:
     """The package versions the cached sizes are valid for."""
-    from diffrl.plumbing.records import package_versions
+    from diffrl.plumbing.machine import package_versions
 
     return package_versions(STAMP_PACKAGES, missing="-")
 

@@ -136,7 +136,7 @@ def cmd_eval(argv: list[str]) -> int:
     if args.video:  # before anything is evaluated
         problem = run_dir_problem(args.run_dir)
         if problem is None:
-            from diffrl.plumbing.records import read_run_record
+            from diffrl.plumbing.run_record import read_run_record
             from diffrl.artefacts.video import video_problem
 
             problem = video_problem(((read_run_record(args.run_dir) or {}).get("config") or {}).get("env", ""),
@@ -161,7 +161,7 @@ def cmd_eval(argv: list[str]) -> int:
     results = {"run_dir": str(args.run_dir), "checkpoint_env_steps": meta.get("env_steps"), "samplers": {}}
     print(f"{'sampler':12s} {'return':>10s} {'std':>9s} {'length':>8s}   ({args.episodes} episodes x "
           f"{run.config.num_seeds} seed(s), checkpoint at {meta.get('env_steps'):,} env steps)")
-    from diffrl.plumbing.records import describe_segments, read_run_record
+    from diffrl.plumbing.run_record import describe_segments, read_run_record
 
     record = read_run_record(args.run_dir)
     segments = describe_segments(record)

@@ -31,7 +31,8 @@ from diffrl.core.nonfinite import NonFiniteError, first_nonfinite
 from diffrl.core.run_dir import completed_summary, default_run_dir, refuse_existing_run
 from diffrl.core.run_lock import RunDirLock
 from diffrl.core.stepping import replicated
-from diffrl.plumbing.records import atomic_write_json, segments_summary, write_run_record
+from diffrl.plumbing.records import atomic_write_json
+from diffrl.plumbing.run_record import segments_summary, write_run_record
 from diffrl.plumbing.sharding import (initialize_distributed, local_mesh, make_mesh, matmul_precision, to_host,
                              wait_for_all_processes)
 

@@ -44,7 +44,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from diffrl.plumbing.records import atomic_write_json, config_to_json, file_sha256, library_versions
+from diffrl.plumbing.machine import library_versions
+from diffrl.plumbing.records import atomic_write_json, config_to_json, file_sha256
 
 CHECKPOINT_FORMAT = 1
 """Version of the on-disk layout; restoring a different version is refused."""

@@ -78,7 +78,8 @@ def program_identity(config) -> dict | None:
     diffrl cannot tell (code from outside diffrl), and then nothing is kept."""
     if not _builtin(config):
         return None
-    from diffrl.plumbing.records import config_to_json, package_versions
+    from diffrl.plumbing.machine import package_versions
+    from diffrl.plumbing.records import config_to_json
 
     settings = {k: v for k, v in config_to_json(config).items() if k not in _HOST_ONLY_FIELDS}
     devices = jax.devices()

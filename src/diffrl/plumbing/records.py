@@ -1,4 +1,5 @@
-"""What diffrl writes to disk and reads back: run records, and one codec for each kind of value in them.
+"""What diffrl writes to disk and reads back: one codec for each kind of value in its records, and
+whole-file writes.
 
 * **Config <-> JSON.** :func:`config_to_json` is the one encoder of a config dataclass (a run's
   ``TrainConfig`` in ``config.json`` and in checkpoint metadata, a policy's or critic's config in
@@ -11,9 +12,10 @@
   array compared with the tree a config builds by path, shape and dtype (:func:`check_params`).
 * **Files.** :func:`write_bytes` and :func:`atomic_write_json` replace a file whole, so a crash
   never leaves half of one.
-* **Run records.** ``config.json`` of a run directory (:func:`write_run_record`,
-  :func:`read_run_record`): the resolved config, library versions, the machine, the git commit, the
-  command, and one segment per start or resume.
+
+Beside it: :mod:`diffrl.plumbing.machine` (library versions, the CPU, the git commit: what every
+record says about where it was made) and :mod:`diffrl.plumbing.run_record` (a run directory's
+``config.json``, one segment per start or resume).
 
 A ground-floor module: of diffrl it imports only the normaliser's statistics type, so the run
 directory, checkpoints, exports and benchmark records all build on it. Turning a stored config back into a run's
@@ -26,13 +28,7 @@ import hashlib
 import io
 import json
 import os
-import platform
-import subprocess
-import sys
-import time
-import uuid
 import warnings
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -238,196 +234,3 @@ def atomic_write_json(path: Path, data: Any) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-# ----------------------------------------------------------------------------- run records
-RECORDED_PACKAGES = ("diffrl", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "playground",
-                     "mujoco", "mujoco-mjx", "brax", "gymnax", "numpy", "tyro")
-
-
-def package_versions(names, missing: str = "not installed") -> dict[str, str]:
-    """{package: installed version, or ``missing``} for each of ``names``."""
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = missing
-    return out
-
-
-def library_versions() -> dict[str, str]:
-    return {"python": sys.version.split()[0], "platform": platform.platform(),
-            **package_versions(RECORDED_PACKAGES)}
-
-
-CPUINFO = Path("/proc/cpuinfo")
-
-
-def first_processor(cpuinfo: Path = CPUINFO) -> dict[str, str]:
-    """The fields of the first processor's block of ``cpuinfo`` (Linux's /proc/cpuinfo); {} where it
-    cannot be read. Every core of a machine reports the same model and extensions."""
-    fields: dict[str, str] = {}
-    try:
-        for line in cpuinfo.read_text().splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if not key and fields:  # a blank line ends the first block
-                break
-            fields.setdefault(key, value.strip())
-    except OSError:
-        return {}
-    return fields
-
-
-def cpu_model(cpuinfo: Path = CPUINFO) -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo), else what the platform module knows."""
-    return first_processor(cpuinfo).get("model name") or platform.processor() or platform.machine()
-
-
-SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
-              "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "asimd", "sve", "sve2")
-"""The vector extensions XLA:CPU may compile for (it targets the host's features): two machines that
-differ in them run differently compiled programs, whose float rounding differs."""
-
-
-def cpu_identity(cpuinfo: Path = CPUINFO) -> dict[str, Any]:
-    """The CPU's vendor, family and model numbers and its SIMD extensions (Linux: /proc/cpuinfo; {}
-    elsewhere). The model name alone can hide them (a virtual machine may report just "AMD EPYC",
-    for Zen 2 without AVX-512 and Zen 4 with it alike)."""
-    fields = first_processor(cpuinfo)
-    if not fields:
-        return {}
-    flags = set((fields.get("flags") or fields.get("Features") or "").split())
-    identity = {name: fields[key] for name, key in (("vendor", "vendor_id"), ("family", "cpu family"),
-                                                    ("model", "model"), ("implementer", "CPU implementer"),
-                                                    ("part", "CPU part")) if key in fields}
-    return {**identity, "simd": [flag for flag in SIMD_FLAGS if flag in flags]}
-
-
-def machine_record() -> dict[str, Any]:
-    """What besides the code and config decides a run's float rounding, and so its per-seed curves:
-    the CPU (x86 models round differently: a learning run's seeds can end apart on two machines; its
-    model name, family, model and SIMD extensions), the core count and the XLA flags the run was
-    started with."""
-    return {"cpu": cpu_model(), "cpu_identity": cpu_identity(), "cpu_count": os.cpu_count(),
-            "xla_flags": os.environ.get("XLA_FLAGS", ""), "jax_platforms": os.environ.get("JAX_PLATFORMS", "")}
-
-
-def git_commit() -> str | None:
-    here = Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
-                             timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-SEGMENT_IGNORED = ("resume", "out", "chunk_iterations")
-"""Fields every resume sets (where and how to resume), not settings the run trains with."""
-
-
-def config_changes(before: dict, after: dict) -> dict[str, list]:
-    """{dotted field: [old, new]} of the settings that differ between two config dicts."""
-    a, b = _flat(before), _flat(after)
-    return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b))
-            if a.get(k) != b.get(k) and k not in SEGMENT_IGNORED}
-
-
-_COMMAND: list[str] | None = None
-
-
-def set_command(argv: list[str]) -> None:
-    """Record the command line a run is started with (``diffrl.cli.main`` calls it with the
-    arguments it parses, which are ``sys.argv`` only when run from a shell)."""
-    global _COMMAND
-    _COMMAND = list(argv)
-
-
-def current_command() -> list[str]:
-    """The command of the run being started: the one :func:`set_command` recorded, else sys.argv."""
-    return list(_COMMAND) if _COMMAND is not None else list(sys.argv)
-
-
-def _segments(previous: dict | None, config: dict, began_at: int, relayout=None) -> list[dict]:
-    """The run's segments so far plus the one starting now at env step ``began_at``.
-
-    Segments that began at or after ``began_at`` were trained past the restored checkpoint
-    (their steps are recomputed now, their rows were dropped from metrics.jsonl): they are
-    superseded by this one. A record written before segments were kept becomes one segment.
-    ``relayout`` puts a config stored by an older diffrl in the current layout before its changes
-    are listed (a setting that only moved section has not changed)."""
-    old = []
-    if previous:
-        old = previous.get("segments") or [{
-            "began_at_env_steps": 0, "config": previous.get("config", {}), "command": previous.get("command"),
-            "created": previous.get("created"), "git_commit": previous.get("git_commit"), "changed": {}}]
-    old = [s for s in old if s["began_at_env_steps"] < began_at]
-    changed = config_changes((relayout or (lambda c: c))(old[-1]["config"]), config) if old else {}
-    return old + [{"began_at_env_steps": began_at, "config": config, "command": current_command(),
-                   "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": git_commit(),
-                   "changed": changed}]
-
-
-def read_run_record(run_dir: str | Path) -> dict | None:
-    """config.json of a run directory as a dict (None when absent or unreadable)."""
-    try:
-        return json.loads((Path(run_dir) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def write_run_record(run_dir: Path, config: Any, extra: dict | None = None, began_at: int = 0) -> dict:
-    """Write config.json: the resolved config and command of the segment starting now at env
-    step ``began_at`` (0: a new run), after the segments a resumed run already had.
-
-    A resume may change settings (a larger budget, a new learning rate): the top-level
-    ``config`` is the one in force now, ``segments`` keeps every earlier one and its command,
-    so the first segment's settings are never lost. ``run_id`` names the run for its
-    checkpoints (pruning touches only this run's own)."""
-    previous = read_run_record(run_dir) if began_at > 0 or getattr(config, "resume", None) else None
-    resolved = config_to_json(config)
-    record = {
-        "config": resolved,
-        "versions": library_versions(),
-        "machine": machine_record(),
-        "git_commit": git_commit(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": current_command(),
-        "run_id": (previous or {}).get("run_id") if previous else uuid.uuid4().hex,
-        "segments": _segments(previous, resolved, began_at, getattr(type(config), "in_current_layout", None)),
-    }
-    if extra:
-        record.update(extra)
-    atomic_write_json(Path(run_dir) / "config.json", record)
-    return record
-
-
-def segments_summary(record: dict | None) -> list[dict]:
-    """The segments of a run record without their full configs: where each began, its command
-    and what it changed (for summary.json and ``diffrl eval``)."""
-    return [{k: s.get(k) for k in ("began_at_env_steps", "command", "changed")}
-            for s in (record or {}).get("segments", [])]
-
-
-def describe_segments(record: dict | None) -> list[str]:
-    """One line per segment: the env step it began at, its command, and the settings it changed."""
-    lines = []
-    for s in segments_summary(record):
-        command = " ".join(map(str, s["command"] or []))
-        changed = "; ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in (s["changed"] or {}).items())
-        lines.append(f"from {s['began_at_env_steps']:,} env steps: {command}" + (f" (changed {changed})" if changed else ""))
-    return lines
