@@ -40,7 +40,7 @@ EVAL_ENVS = {task: 64 for task in ledger_plan.M3_TASKS}
 
 def _measure(algo: str, task: str, scratch: Path) -> dict:
     from diffrl.core.trainer import Trainer
-    from ledger import cell_config
+    from ledger_cell import cell_config
 
     batch = _batch(algo, task)
     steps = 2 * max(batch, PILOT_CHUNK_STEPS // batch * batch)
@@ -85,12 +85,12 @@ def pilot_jobs(tasks: list[str], reference_tasks: list[str]) -> list[tuple[str, 
 
 def pilot(tasks: list[str], reference_tasks: list[str], path: Path, log=print) -> dict:
     if "jax" not in __import__("sys").modules:  # before JAX starts: one thread, as the cells run
-        from ledger import SINGLE_THREAD_XLA
+        from ledger_cell import SINGLE_THREAD_XLA
 
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_XLA).strip()
     from diffrl.plumbing.machine import library_versions, machine_record
     from diffrl.plumbing.records import atomic_write_json
-    from ledger import SCRATCH, cell_config
+    from ledger_cell import SCRATCH, cell_config
     from stability import random_return
 
     data = json.loads(path.read_text()) if path.exists() else {"entries": [], "random_returns": {}}
@@ -125,7 +125,7 @@ def _measure_in_child(algo: str, task: str, cpus: list[int]) -> dict:
     import subprocess
     import sys
 
-    from ledger import SINGLE_THREAD_XLA
+    from ledger_cell import SINGLE_THREAD_XLA
 
     env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
     if len(cpus) == 1:

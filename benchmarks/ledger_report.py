@@ -145,7 +145,7 @@ def wall_minutes(run: "Run") -> str:
 def current_records(root: Path) -> tuple[list[dict], list[tuple[dict, str]]]:
     """(records whose hash is the code's, [(stale record, what changed)]); records of cells no
     longer in the plan count as stale."""
-    from ledger import cell_config, cell_status
+    from ledger_cell import cell_config, cell_status
 
     cells = {c.cell_id: c for c in ledger_plan.plan()}
     current, stale = [], []

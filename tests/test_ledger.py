@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import ledger
+import ledger_cell
 import ledger_breadth
 import ledger_families
 import ledger_plan
@@ -23,7 +24,7 @@ from diffrl.config.presets import default_preset
 # -- the config hash --------------------------------------------------------------------------
 def test_hash_is_over_values_the_algorithm_reads_not_layout():
     cell = ledger_plan.matrix1()[0]
-    config = ledger.cell_config(cell)
+    config = ledger_cell.cell_config(cell)
     settings = hashed_settings(config)
     assert list(settings) == sorted(settings) and "ppo.clip_eps" in settings and "out" not in settings
     # the same values in another order hash the same
@@ -86,9 +87,9 @@ def test_plan_cells_resolve_with_untuned_presets_and_whole_budgets():
         assert sum(c.num_seeds for c in group) == ledger_plan.M1_SEEDS
         assert len({c.base_seed for c in group}) == len(group)  # no two cells share a seed
     for cell in cells:
-        config = ledger.cell_config(cell)  # raises on a budget that is not whole chunks
+        config = ledger_cell.cell_config(cell)  # raises on a budget that is not whole chunks
         assert config.trained_env_steps == cell.env_steps
-        assert config.eval_samplers == ledger.policy_samplers(cell.algo)
+        assert config.eval_samplers == ledger_cell.policy_samplers(cell.algo)
         if cell.matrix == "m1":  # what `diffrl train` picks, unchanged
             assert cell.preset is None and config.preset == default_preset(cell.algo, cell.task)
             assert not cell.overrides and cell.env_steps == ledger_plan.M1_BUDGET
@@ -103,8 +104,8 @@ def _tiny_cells(task="gymnax/Pendulum-v1"):
 def test_run_skips_current_records_and_never_starts_a_cell_that_does_not_fit(monkeypatch, tmp_path):
     cells = _tiny_cells()
     monkeypatch.setattr(ledger_plan, "plan", lambda: cells)
-    monkeypatch.setattr(ledger, "RECORDS", tmp_path / "records")
-    config = ledger.cell_config(cells[0])
+    monkeypatch.setattr(ledger_cell, "RECORDS", tmp_path / "records")
+    config = ledger_cell.cell_config(cells[0])
     (tmp_path / "records").mkdir()
     done = _synthetic_record(cells[0], config, [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     (tmp_path / "records" / f"{cells[0].cell_id}.json").write_text(json.dumps(done))
@@ -118,7 +119,7 @@ def test_run_skips_current_records_and_never_starts_a_cell_that_does_not_fit(mon
     stale = dict(done, config=dict(done["config"], **{"ppo.clip_eps": 0.9}))
     stale["config_hash"] = settings_hash(stale["config"])
     (tmp_path / "records" / f"{cells[0].cell_id}.json").write_text(json.dumps(stale))
-    status, detail = ledger.cell_status(cells[0], ledger.load_records(tmp_path / "records"), config)
+    status, detail = ledger_cell.cell_status(cells[0], ledger_cell.load_records(tmp_path / "records"), config)
     assert status == "stale" and "ppo.clip_eps" in detail
 
 
@@ -135,16 +136,16 @@ def test_cell_interrupted_leaves_no_record_then_continues_to_a_valid_one(monkeyp
 
     monkeypatch.setattr(trainer_module.Trainer, "__init__", stop_after_first_chunk)
     records = tmp_path / "records"
-    assert ledger.run_cell(cell, tmp_path / "scratch", records) is None
+    assert ledger_cell.run_cell(cell, tmp_path / "scratch", records) is None
     assert not records.exists() or not list(records.glob("*.json"))  # nothing that looks finished
     assert (tmp_path / "scratch" / cell.cell_id).is_dir()  # the checkpoint to continue from
     monkeypatch.setattr(trainer_module.Trainer, "__init__", original_init)
-    record = ledger.run_cell(cell, tmp_path / "scratch", records)
+    record = ledger_cell.run_cell(cell, tmp_path / "scratch", records)
     assert record["timing"]["resumed"] and not (tmp_path / "scratch" / cell.cell_id).exists()
     on_disk = validate_record(json.loads((records / f"{cell.cell_id}.json").read_text()))
     assert on_disk["env_steps"] == [0, 128, 256] and on_disk["samplers"] == ["mean", "sample"]
     assert np.asarray(on_disk["curves"]["sample"]["returns"]).shape == (3, 2)
-    assert on_disk["config_hash"] == config_hash(ledger.cell_config(cell))
+    assert on_disk["config_hash"] == config_hash(ledger_cell.cell_config(cell))
     assert on_disk["machine"]["cpu"] and on_disk["versions"]["jax"]
     assert on_disk["timing"]["cpu_s"] > 0  # the process's CPU time: was the core the cell's alone?
 
@@ -155,12 +156,12 @@ def test_a_cell_that_diverges_is_trained_to_its_budget_and_recorded_with_its_div
     base = _tiny_cells()[0]
     # rewards near float32's largest value: the value loss overflows in the first chunk on both seeds
     cell = dataclasses.replace(base, overrides={**base.overrides, "reward_scale": 1e38})
-    record = ledger.run_cell(cell, tmp_path / "scratch", tmp_path / "records")
+    record = ledger_cell.run_cell(cell, tmp_path / "scratch", tmp_path / "records")
     on_disk = validate_record(json.loads((tmp_path / "records" / f"{cell.cell_id}.json").read_text()))
     assert on_disk["diverged"]["seeds"] == [0, 1] and "non-finite" in on_disk["diverged"]["error"]
     assert on_disk["env_steps"] == [0, 128, 256]  # trained on to the budget without the check
     assert np.isnan(np.asarray(on_disk["curves"]["mean"]["returns"][-1], np.float64)).all()
-    assert on_disk["config_hash"] == config_hash(ledger.cell_config(cell))  # the check changes no number
+    assert on_disk["config_hash"] == config_hash(ledger_cell.cell_config(cell))  # the check changes no number
     assert record["diverged"] == on_disk["diverged"]
 
 
@@ -200,9 +201,9 @@ def test_diverged_seeds_are_found_in_the_state_or_the_last_evaluation():
     state["w"][1, 0, 1] = np.nan
     record = {"curves": {"mean": {"returns": [[0.0, 0.0, 0.0], [1.0, 2.0, float("inf")]]},
                          "sample": {"returns": [[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]}}}
-    assert ledger.nonfinite_seeds(state, record, 3) == [1, 2]
+    assert ledger_cell.nonfinite_seeds(state, record, 3) == [1, 2]
     one = {"w": np.array([1.0, np.nan], np.float32)}  # a one-seed program may have no seed axis
-    assert ledger.nonfinite_seeds(one, {"curves": {"mean": {"returns": [[0.0], [1.0]]}}}, 1) == [0]
+    assert ledger_cell.nonfinite_seeds(one, {"curves": {"mean": {"returns": [[0.0], [1.0]]}}}, 1) == [0]
 
 
 def test_a_diverged_seed_scores_the_lowest_return_and_is_listed():
@@ -228,11 +229,11 @@ def test_a_diverged_seed_scores_the_lowest_return_and_is_listed():
 
 def test_blow_ups_are_counted_over_every_seed_and_iteration_of_every_chunk():
     """metrics.jsonl rows hold train/nonfinite_states averaged over the seeds and iterations of a chunk."""
-    config = ledger.cell_config(_tiny_cells()[0]).replace(num_seeds=2, chunk_iterations=4)
+    config = ledger_cell.cell_config(_tiny_cells()[0]).replace(num_seeds=2, chunk_iterations=4)
     assert config.iterations_per_chunk == 4
     rows = [{"env_steps": 0}, {"train/nonfinite_states": 0.125}, {"train/nonfinite_states": 0.0},
             {"train/nonfinite_states": 0.375}]
-    assert ledger.blow_ups(rows, config) == 4  # (0.125 + 0.375) * 2 seeds * 4 iterations
+    assert ledger_cell.blow_ups(rows, config) == 4  # (0.125 + 0.375) * 2 seeds * 4 iterations
 
 
 # -- records and the report -------------------------------------------------------------------
@@ -253,7 +254,7 @@ def _synthetic_record(cell, config, final_by_eval, sampler_names=None):
 
 def test_malformed_records_are_refused():
     cell = _tiny_cells()[0]
-    good = _synthetic_record(cell, ledger.cell_config(cell), [[1.0, 2.0], [3.0, 4.0]])
+    good = _synthetic_record(cell, ledger_cell.cell_config(cell), [[1.0, 2.0], [3.0, 4.0]])
     validate_record(good)
     for broken in ({k: v for k, v in good.items() if k != "curves"},
                    dict(good, config_hash="0" * 16),
@@ -291,7 +292,7 @@ def test_report_renders_from_records_and_check_catches_a_stale_table(monkeypatch
             continue
         final = (means[cell.algo] + 10 * rng.normal(size=cell.num_seeds)).round(1).tolist()
         curve = [[0.0] * cell.num_seeds] + [[f / 2 for f in final]] * 4 + [final]
-        record = _synthetic_record(cell, ledger.cell_config(cell), curve)
+        record = _synthetic_record(cell, ledger_cell.cell_config(cell), curve)
         (root / "records" / f"{cell.cell_id}.json").write_text(json.dumps(record))
     written = ledger_report.render(root, with_figures=True)
     assert (root / "report" / "profile_m1.png") in written and (root / "report" / "curves_m1_CheetahRun.png") in written
@@ -383,7 +384,7 @@ def test_family_table_shows_each_runs_median_and_aggregates_only_tasks_all_finis
 
 def test_committed_ledger_report_is_current():
     """CI: every committed record is valid and the committed tables are what they render."""
-    root = Path(ledger.ROOT)
+    root = Path(ledger_cell.ROOT)
     if not (root / "report").is_dir():
         pytest.skip("no committed report yet")
     assert ledger_report.check(root) == 0
@@ -399,15 +400,15 @@ def test_estimates_scale_the_pilot_by_steps_seeds_and_the_nearest_reference_rati
                          entry("trudi", "HumanoidWalk", 24.0, compile_s=120.0)]}
     est = ledger.Estimator(pilot, {})
     cell = ledger_plan.Cell("m1", "trudi", "trudi", "playground/HopperHop", 204_800, 0, 5)
-    config = ledger.cell_config(cell)
+    config = ledger_cell.cell_config(cell)
     # HopperHop's REPPO cost is nearest HumanoidWalk's: TruDi / REPPO = 3 there
     iterations = 204_800 / 1024
     expected = 60.0 * 2 + iterations * 7.0 * 3 + 5 * 1.0
     assert est.seconds(cell, config) == pytest.approx(expected)
     two_seeds = dataclasses.replace(cell, num_seeds=2, base_seed=1)
-    assert est.seconds(two_seeds, ledger.cell_config(two_seeds)) == pytest.approx(120 + (expected - 120) * 2 / 5)
+    assert est.seconds(two_seeds, ledger_cell.cell_config(two_seeds)) == pytest.approx(120 + (expected - 120) * 2 / 5)
     unknown = ledger_plan.Cell("m1", "ppo", "ppo", "playground/HopperHop", 204_800, 0, 5)
-    assert est.seconds(unknown, ledger.cell_config(unknown)) is None
+    assert est.seconds(unknown, ledger_cell.cell_config(unknown)) is None
 
 
 def test_two_core_wall_clock_scales_each_cell_by_the_nearest_reference_speedup(monkeypatch, tmp_path):
