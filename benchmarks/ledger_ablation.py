@@ -131,8 +131,8 @@ def m2_table(runs: dict, randoms: dict) -> str:
              "(R - R_random) / (1000 - R_random). Stability: the drop from a seed's best evaluation to its final "
              f"one (normalised), the seeds whose drop exceeds {COLLAPSE} (learned, then lost it), and the largest "
              "fall below the best so far at any evaluation (a collapse even if the seed recovered). Curves: "
-             "`curves_m2_<task>.png`. A run enters these tables once all its seeds have finished (until then: "
-             "'Runs still filling' below).", ""]
+             "`curves_m2_<task>.png` (mean over seeds), `seeds_m2_<task>.png` (every seed). A run enters these "
+             "tables once all its seeds have finished (until then: 'Runs still filling' below).", ""]
     per_task = {}
     for task in ledger_plan.M2_TASKS:
         by_label = _task_runs(runs, task)

@@ -22,7 +22,8 @@ from diffrl.maths.stats import mean_ci_along_last_axis  # noqa: E402
 def draw_figures(runs: dict, randoms: dict, out: Path, filling: dict | None = None) -> list[Path]:
     """Write ``curves_<matrix>_<task>.png`` (every run's mean return over seeds with its 95 %
     bootstrap band; dashed, a run of ``filling``, {group: (Run, seeds planned)}, with the seeds finished
-    so far) per matrix-1 and matrix-2 task, ``curves_m3_<task>.png`` per matrix-3 task (its return
+    so far) per matrix-1 and matrix-2 task, ``seeds_m2_<task>.png`` (every seed's curve, a panel per
+    run: the falls a mean hides), ``curves_m3_<task>.png`` per matrix-3 task (its return
     and the fraction of episodes reaching a goal, every budget's runs), and ``profile_m1.png`` (the fraction of runs
     whose normalised return exceeds tau, over the tasks every algorithm has finished; Agarwal et
     al. 2021, Sec. 4.1); returns the paths written."""
@@ -51,6 +52,8 @@ def draw_figures(runs: dict, randoms: dict, out: Path, filling: dict | None = No
             fig.savefig(path, dpi=110)
             plt.close(fig)
             paths.append(path)
+            if matrix == "m2":
+                paths.append(_m2_seed_figure(plt, task, rows, out))
     for task in ledger_plan.M3_TASKS:
         rows = _rows(runs, filling, "m3", task)
         if rows:
@@ -83,6 +86,35 @@ def _rows(runs: dict, filling: dict | None, matrix: str, task: str) -> list[tupl
 def _style(run, planned: int | None) -> tuple[str, str]:
     """(line style, seeds in the legend): solid and 'K' for a finished run, dashed and 'k of K' for one filling."""
     return ("-", f"{run.num_seeds}") if planned is None else ("--", f"{run.num_seeds} of {planned}")
+
+
+def _m2_seed_figure(plt, task: str, rows: list, out: Path) -> Path:
+    """``seeds_m2_<task>.png``: one panel per matrix-2 run in the plan's order, every finished seed's
+    return curve in it (a trust region's claim is about single runs that learn and then lose it, which
+    the mean over seeds smooths away)."""
+    labels = [label for label, _, _ in ledger_plan.M2_RUNS]
+    by_label = {run.label: (run, planned) for run, planned in rows}
+    fig, axes = plt.subplots(2, (len(labels) + 1) // 2, figsize=(10, 5.2), sharex=True, sharey=True)
+    for ax, label in zip(axes.flat, labels):
+        if label not in by_label:
+            ax.set_title(f"{label} (no seed yet)", fontsize=8)
+            continue
+        run, planned = by_label[label]
+        _, seeds = _style(run, planned)
+        for k in range(run.num_seeds):
+            ax.plot(run.env_steps, run.curves[:, k], lw=1.0, label=f"seed {run.seeds[k]}")
+        ax.set_title(f"{label} ({seeds} seeds)", fontsize=8)
+        ax.legend(fontsize=5)
+    for ax in axes[-1]:
+        ax.set_xlabel("env steps per seed", fontsize=8)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("return", fontsize=8)
+    fig.suptitle(f"{task.split('/')[1]} (m2): every seed", fontsize=10)
+    fig.tight_layout()
+    path = out / f"seeds_m2_{task.split('/')[1]}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def _m3_figure(plt, task: str, rows: list, out: Path) -> Path:

@@ -111,6 +111,11 @@ class Run:
         return len(self.final)
 
     @property
+    def seeds(self) -> list[int]:
+        """Each seed's index in the run (its cell's base seed + its place in the cell), in curve order."""
+        return [s for r in self.records for s in range(r["base_seed"], r["base_seed"] + r["num_seeds"])]
+
+    @property
     def seeds_text(self) -> str:
         """'5', or '5 (1 diverged)'."""
         k = int(self.diverged.sum())
@@ -195,8 +200,7 @@ def filling_lines(incomplete: dict[tuple, tuple[Run, int]], matrix: str) -> list
     for group, (run, total) in incomplete.items():
         if group[0] != matrix:
             continue
-        seeds = [s for r in run.records for s in range(r["base_seed"], r["base_seed"] + r["num_seeds"])]
-        finals = ", ".join(f"{s}: {number(v, 1)}" for s, v in zip(seeds, run.final))
+        finals = ", ".join(f"{s}: {number(v, 1)}" for s, v in zip(run.seeds, run.final))
         rows.append(f"| {run.task.split('/')[-1]} | {run.label} | {run.budget:,} | {run.num_seeds} of {total} | "
                     f"{finals} |")
     if not rows:

@@ -114,3 +114,16 @@ def test_runs_still_filling_list_each_finished_seed_and_stay_out_of_the_tables()
 @pytest.mark.parametrize("label", [label for label, _, _ in ledger_plan.M2_RUNS])
 def test_every_run_of_the_plan_is_in_a_comparison(label):
     assert any(label in pair[:2] for pair in ledger_ablation.ABLATIONS)
+
+
+def test_every_seed_of_a_matrix_2_run_is_drawn_in_its_own_panel(tmp_path):
+    import ledger_figures
+
+    filling_run = ledger_report.Run([_record("reppo", [[0.0], [853.5]], base_seed=2),
+                                     _record("reppo", [[0.0], [700.0]], base_seed=4)])
+    assert filling_run.seeds == [2, 4]  # each seed keeps its index in the run, for the legend and the tables
+    runs = {("m2", "trudi", TASK, 1_024_000): _run("trudi", [800, 820, 840, 860, 880])}
+    paths = ledger_figures.draw_figures(runs, {TASK: RANDOM}, tmp_path,
+                                        {("m2", "reppo", TASK, 1_024_000): (filling_run, 5)})
+    assert {p.name for p in paths} == {"curves_m2_CartpoleSwingup.png", "seeds_m2_CartpoleSwingup.png"}
+    assert (tmp_path / "seeds_m2_CartpoleSwingup.png").stat().st_size > 10_000
