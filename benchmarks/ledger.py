@@ -11,7 +11,8 @@ record per finished cell, and a report rendered from the records alone.
 ``run`` starts each cell as its own process pinned to one core (single-threaded XLA), never
 starts a cell whose estimate does not fit the time left, skips cells whose committed record
 matches the current config hash and reruns stale ones (a record whose hash no longer matches
-the code's resolved config). A cell's record is written atomically when its program has
+the code's resolved config). The process training a cell claims it, so two ``run`` processes
+whose selections overlap never train one cell twice. A cell's record is written atomically when its program has
 finished; an interrupted cell leaves only its scratch run directory (``runs/ledger/``, not
 committed), from whose last checkpoint the next ``run`` in the same checkout continues.
 Ctrl-C (or SIGTERM) stops every running cell after its current chunk, with a checkpoint.
@@ -40,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules when
 
 import ledger_plan  # noqa: E402
 import ledger_cell  # noqa: E402
-from ledger_cell import (CELL_LIMIT_S, PILOT, ROOT, SCRATCH, SINGLE_THREAD_XLA, cell_config, cell_status,  # noqa: E402
-                         load_pilot, load_records, run_cell)
+from ledger_cell import (BUSY_EXIT, CELL_LIMIT_S, PILOT, ROOT, SCRATCH, SINGLE_THREAD_XLA, cell_config,  # noqa: E402
+                         cell_status, load_pilot, load_records, run_cell)
 from ledger_estimate import Estimator  # noqa: E402
 
 ESTIMATE_MARGIN = 1.15
@@ -135,6 +136,8 @@ def run(cores: int, minutes: float, cpus: str | None = None, matrices=None, labe
                 if proc.returncode == 0 and (ledger_cell.RECORDS / f"{cell.cell_id}.json").exists():
                     finished += 1
                     log(f"[ledger] done {cell.cell_id} in {took:.0f} min")
+                elif proc.returncode == BUSY_EXIT:
+                    log(f"[ledger] {cell.cell_id} is being trained by another process; left to it")
                 else:
                     failed += 1
                     log(f"[ledger] {cell.cell_id} ended without a record (exit {proc.returncode}, {took:.0f} min; "
@@ -249,7 +252,13 @@ def main(argv=None) -> int:
 
             # The cells of a split run compile the same program (the seed is an input): compile once.
             jax.config.update("jax_compilation_cache_dir", str(SCRATCH / "jax_cache"))
-            return 0 if run_cell(cells[args.cell_id]) is not None else 130
+            from diffrl.core.run_lock import RunDirLocked
+
+            try:
+                return 0 if run_cell(cells[args.cell_id]) is not None else 130
+            except RunDirLocked as e:  # another `run` is training this cell: leave it to that one
+                print(f"[ledger] {args.cell_id} is claimed: {e}", file=sys.stderr)
+                return BUSY_EXIT
         if args.command == "pilot":
             from ledger_pilot import pilot
 

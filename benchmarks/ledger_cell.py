@@ -85,10 +85,29 @@ def load_pilot(path: Path | None = None) -> dict | None:
 
 
 # -- one cell ---------------------------------------------------------------------------------
+BUSY_EXIT = 75
+"""Exit status of ``ledger.py cell`` when another process is training the cell (EX_TEMPFAIL)."""
+
+
 def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
              keep_run_dir: bool = False) -> dict | None:
     """Train ``cell`` (continuing its scratch run directory's last checkpoint if there is one) and
-    write its record; None if it was interrupted (checkpointed; nothing that looks finished)."""
+    write its record; None if it was interrupted (checkpointed; nothing that looks finished).
+
+    The cell is claimed first (``scratch/claims/<cell>``, the trainer's one-writer lock: released when
+    the process ends, however it ends): two ``ledger.py run`` processes whose selections overlap could
+    otherwise start the same cell, and the second would delete the first's run directory before its
+    first checkpoint. Raises ``diffrl.core.run_lock.RunDirLocked`` naming the holder if it is claimed."""
+    from diffrl.core.run_lock import RunDirLock
+
+    scratch = scratch or SCRATCH
+    claim = scratch / "claims" / cell.cell_id
+    claim.mkdir(parents=True, exist_ok=True)
+    with RunDirLock(claim):
+        return _train_and_record(cell, scratch, records_dir or RECORDS, keep_run_dir)
+
+
+def _train_and_record(cell, scratch: Path, records_dir: Path, keep_run_dir: bool) -> dict | None:
     from diffrl.plumbing.machine import git_commit, library_versions, machine_record
     from diffrl.plumbing.records import atomic_write_json
     from diffrl.core.nonfinite import NonFiniteError
@@ -97,7 +116,6 @@ def run_cell(cell, scratch: Path | None = None, records_dir: Path | None = None,
     from suite import continue_or_restart
 
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
-    scratch, records_dir = scratch or SCRATCH, records_dir or RECORDS
     config = cell_config(cell, scratch)
     run_dir = Path(config.out)
     run_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -150,6 +150,34 @@ def test_cell_interrupted_leaves_no_record_then_continues_to_a_valid_one(monkeyp
     assert on_disk["timing"]["cpu_s"] > 0  # the process's CPU time: was the core the cell's alone?
 
 
+def test_a_cell_another_process_trains_is_left_alone(monkeypatch, tmp_path):
+    """Two `run` processes with overlapping selections: the second start of a cell is refused before it
+    touches the first's run directory, and `ledger.py cell` exits with BUSY_EXIT, which `run` reports."""
+    import jax
+
+    from diffrl.core.run_lock import RunDirLock, RunDirLocked
+
+    cell = _tiny_cells()[0]
+    scratch = tmp_path / "scratch"
+    (scratch / cell.cell_id).mkdir(parents=True)
+    marker = scratch / cell.cell_id / "metrics.jsonl"  # the live cell's run directory, no checkpoint yet
+    marker.write_text("{}\n")
+    (scratch / "claims" / cell.cell_id).mkdir(parents=True)
+    with RunDirLock(scratch / "claims" / cell.cell_id):  # the first process's claim
+        with pytest.raises(RunDirLocked, match="another training process"):
+            ledger_cell.run_cell(cell, scratch, tmp_path / "records")
+        assert marker.read_text() == "{}\n"  # not removed as a directory without a checkpoint
+        monkeypatch.setattr(ledger_plan, "plan", lambda: [cell])
+        monkeypatch.setattr(ledger_cell, "SCRATCH", scratch)
+        monkeypatch.setattr(ledger, "SCRATCH", scratch)
+        cache = jax.config.jax_compilation_cache_dir
+        try:
+            assert ledger.main(["cell", cell.cell_id]) == ledger_cell.BUSY_EXIT
+        finally:
+            jax.config.update("jax_compilation_cache_dir", cache)
+    assert not (tmp_path / "records").exists()
+
+
 @pytest.mark.heavy(60)
 def test_a_cell_that_diverges_is_trained_to_its_budget_and_recorded_with_its_diverged_seeds(tmp_path):
     """A NaN stops a program (check_finite); the ledger records it instead of retrying it every session."""
