@@ -75,6 +75,15 @@ def _launch(cell, cpu: int, log_dir: Path) -> subprocess.Popen:
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def recorded_meanwhile(cell) -> bool:
+    """Whether ``cell`` has a current record now: a ``run`` decides what is pending when it starts, and
+    another ``run`` (on the other core) may have finished the cell since."""
+    path = ledger_cell.RECORDS / f"{cell.cell_id}.json"
+    if not path.exists():
+        return False
+    return cell_status(cell, {cell.cell_id: json.loads(path.read_text())})[0] == "done"
+
+
 def run(cores: int, minutes: float, cpus: str | None = None, matrices=None, labels=None, tasks=None,
         dry_run: bool = False, log=print) -> int:
     """Fill missing or stale cells in plan order until ``minutes`` are up; -> exit status."""
@@ -116,6 +125,9 @@ def run(cores: int, minutes: float, cpus: str | None = None, matrices=None, labe
                 if fits is None:
                     break
                 cell, seconds = pending.pop(fits)
+                if not dry_run and recorded_meanwhile(cell):
+                    log(f"[ledger] {cell.cell_id}: recorded by another process since this run began; skipped")
+                    continue
                 cpu = free.pop(0)
                 log(f"[ledger] start {cell.cell_id} on cpu {cpu} (estimate {seconds / 60:.0f} min, "
                     f"{left / 60:.0f} min left)")

@@ -123,6 +123,30 @@ def test_run_skips_current_records_and_never_starts_a_cell_that_does_not_fit(mon
     assert status == "stale" and "ppo.clip_eps" in detail
 
 
+def test_run_skips_a_cell_another_process_recorded_after_it_began(monkeypatch, tmp_path):
+    cells = _tiny_cells()
+    monkeypatch.setattr(ledger_plan, "plan", lambda: cells)
+    monkeypatch.setattr(ledger_cell, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(ledger, "load_records", lambda: {})  # when this run began, nothing was recorded
+    monkeypatch.setattr(ledger.Estimator, "seconds", lambda self, cell, cfg: 60.0)
+    (tmp_path / "records").mkdir()  # since then, the other core's run has finished cell 0
+    done = _synthetic_record(cells[0], ledger_cell.cell_config(cells[0]), [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    (tmp_path / "records" / f"{cells[0].cell_id}.json").write_text(json.dumps(done))
+    launched = []
+
+    class Finished:
+        returncode = 0
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(ledger, "_launch", lambda cell, cpu, log_dir: launched.append(cell.cell_id) or Finished())
+    lines = []
+    ledger.run(1, 20, cpus="0", log=lines.append)
+    assert launched == [cells[1].cell_id, cells[2].cell_id]
+    assert any(cells[0].cell_id in line and "recorded by another process" in line for line in lines)
+
+
 @pytest.mark.heavy(60)
 def test_cell_interrupted_leaves_no_record_then_continues_to_a_valid_one(monkeypatch, tmp_path):
     from diffrl.core import trainer as trainer_module
